@@ -1,0 +1,171 @@
+// The arena as PyTorch sees it: a c10::DeviceAllocator for PrivateUse1 (what
+// torch.accelerator's memory functions read), and a wrapper around the CPU
+// allocator that, inside an ArenaScope, serves CPU kernels from the arena.
+#include <ATen/core/CachingHostAllocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/CPUAllocator.h>
+
+#include <cstring>
+#include <sstream>
+
+#include "../runtime/device.h"
+#include "neuron.h"
+
+namespace neuron_sim {
+namespace {
+
+using runtime::Arena;
+
+std::string humanBytes(uint64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) { v /= 1024; ++u; }
+  std::ostringstream ss;
+  ss.setf(std::ios::fixed);
+  ss.precision(2);
+  ss << v << " " << units[u];
+  return ss.str();
+}
+
+thread_local int t_arena_device = -1;
+
+void fillStat(c10::CachingDeviceAllocator::StatArray& dst, const runtime::Stat& src) {
+  for (auto& s : dst) {  // aggregate; the arena has a single pool
+    s.current = src.current;
+    s.peak = src.peak;
+    s.allocated = src.allocated;
+    s.freed = src.freed;
+  }
+}
+
+class NeuronAllocator final : public c10::DeviceAllocator {
+ public:
+  c10::DataPtr allocate(size_t n) override {
+    int dev = currentDeviceIndex();
+    return allocateOn(dev, n, neuronDevice(dev));
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &arenaDelete; }
+  void copy_data(void* dst, const void* src, std::size_t n) const override { std::memcpy(dst, src, n); }
+
+  bool initialized() override { return runtime::isInitialized(); }
+  void emptyCache(c10::MempoolId_t) override {
+    // Nothing is cached (each block returns to the arena when its tensor
+    // dies); give the host back the pages of free ranges.
+    for (int i = 0; i < runtime::deviceCount(); ++i)
+      if (runtime::isInitialized()) runtime::arena(i).releaseFreePages();
+  }
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}  // kernels are synchronous
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    auto s = runtime::arena(device).stats();
+    c10::CachingDeviceAllocator::DeviceStats d;
+    fillStat(d.allocated_bytes, s.allocated_bytes);
+    fillStat(d.requested_bytes, s.allocated_bytes);
+    fillStat(d.reserved_bytes, s.reserved_bytes);
+    fillStat(d.active_bytes, s.active_bytes);
+    d.num_alloc_retries = s.num_alloc_retries;
+    d.num_ooms = s.num_ooms;
+    return d;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex device) override { runtime::arena(device).resetAccumulated(); }
+  void resetPeakStats(c10::DeviceIndex device) override { runtime::arena(device).resetPeak(); }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    auto& a = runtime::arena(device);
+    return {a.capacity() - a.bytesInUse(), a.capacity()};
+  }
+};
+
+// Arena bytes labelled CPU: used as the allocator of host aliases, so a CPU
+// kernel that resizes an out= argument grows it inside the arena.
+class HostViewAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t n) override {
+    int dev = t_arena_device >= 0 ? t_arena_device : currentDeviceIndex();
+    return allocateOn(dev, n, c10::Device(c10::kCPU));
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &arenaDelete; }
+  void copy_data(void* dst, const void* src, std::size_t n) const override { std::memcpy(dst, src, n); }
+};
+
+// Wraps the CPU allocator: inside an ArenaScope on this thread, allocations
+// come from the arena; everywhere else it is the CPU allocator unchanged.
+class HostAllocatorWrapper final : public c10::Allocator {
+ public:
+  explicit HostAllocatorWrapper(c10::Allocator* cpu) : cpu_(cpu) {}
+  c10::DataPtr allocate(size_t n) override {
+    if (t_arena_device >= 0) return allocateOn(t_arena_device, n, c10::Device(c10::kCPU));
+    return cpu_->allocate(n);
+  }
+  c10::DeleterFnPtr raw_deleter() const override {
+    return t_arena_device >= 0 ? nullptr : cpu_->raw_deleter();
+  }
+  void copy_data(void* dst, const void* src, std::size_t n) const override { std::memcpy(dst, src, n); }
+  c10::Allocator* wrapped() const { return cpu_; }
+
+ private:
+  c10::Allocator* cpu_;
+};
+
+NeuronAllocator g_device_allocator;
+HostViewAllocator g_host_view_allocator;
+
+}  // namespace
+
+c10::Allocator* deviceAllocator() { return &g_device_allocator; }
+c10::Allocator* hostViewAllocator() { return &g_host_view_allocator; }
+
+void arenaDelete(void* ptr) {
+  if (!ptr) return;
+  if (Arena* a = runtime::arenaOwning(ptr)) a->free(ptr);
+}
+
+c10::DataPtr allocateOn(int device, size_t bytes, c10::Device label) {
+  if (runtime::inBadFork()) TORCH_CHECK(false, "neuron: ", [] {
+      try { runtime::checkNotForked(); } catch (const std::exception& e) { return std::string(e.what()); }
+      return std::string();
+    }());
+  Arena* arena = nullptr;
+  try {
+    arena = &runtime::arena(device);
+  } catch (const std::out_of_range& e) {
+    TORCH_CHECK_INDEX(false, e.what());
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, e.what());
+  }
+  void* p = arena->allocate(bytes);
+  if (!p && bytes > 0) {
+    // As the real allocator: synchronize (kernels are synchronous here),
+    // release what is cached (nothing is), retry once.
+    p = arena->allocate(bytes);
+    if (p) {
+      arena->countRetry();
+    } else {
+      arena->countOom();
+      TORCH_CHECK_WITH(OutOfMemoryError, false,
+          "neuron out of memory on neuron:", device, ". Tried to allocate ", humanBytes(bytes), " (", bytes,
+          " bytes); the device has ", humanBytes(arena->capacity()), " of HBM (", arena->capacity(),
+          " bytes) with ", humanBytes(arena->bytesInUse()), " (", arena->bytesInUse(),
+          " bytes) in use and a largest free block of ", humanBytes(arena->largestFreeBlock()),
+          ". NRT allocation failed for size ", bytes, " (OOM). Free tensors you no longer need, "
+          "lower the batch size, or model a larger device with NEURON_SIM_PROFILE / NEURON_SIM_HBM_GB.");
+    }
+  }
+  return c10::DataPtr(p, p, &arenaDelete, label);
+}
+
+ArenaScope::ArenaScope(int device) : previous_(t_arena_device) { t_arena_device = device; }
+ArenaScope::~ArenaScope() { t_arena_device = previous_; }
+
+void installHostAllocatorWrapper() {
+  static HostAllocatorWrapper* wrapper = [] {
+    auto* w = new HostAllocatorWrapper(c10::GetCPUAllocator());
+    c10::SetAllocator(c10::kCPU, w, /*priority=*/100);
+    return w;
+  }();
+  (void)wrapper;
+}
+
+// Registered at load: what `torch.empty(..., device="neuron")` allocates with.
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_device_allocator);
+
+}  // namespace neuron_sim

@@ -1,0 +1,178 @@
+// The path of one op that has no kernel of its own on neuron. Every such op
+// arrives at neuronKernel (a boxed fallback on the PrivateUse1 key); the op
+// table says whether it is native:
+//   native   - the CPU kernel runs directly on arena memory: inputs are
+//              aliased as CPU tensors, outputs are allocated in the arena
+//              (ArenaScope) and adopted as neuron tensors. No copies.
+//   fallback - the op leaves the device: inputs are copied to the host, the
+//              CPU op runs, results are copied back; the op is recorded.
+#include <ATen/native/CPUFallback.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/util/SmallVector.h>
+#include <torch/library.h>
+
+#include <memory>
+
+#include "../runtime/device.h"
+#include "generator.h"
+#include "neuron.h"
+#include "op_table.h"
+
+namespace neuron_sim {
+namespace {
+
+using torch::jit::Stack;
+
+struct Aliased {
+  at::Tensor original;  // the neuron tensor the caller passed
+  at::Tensor alias;     // the CPU view of its bytes given to the kernel
+  const void* data;     // where its bytes were before the kernel ran
+};
+
+bool onNeuron(const at::Tensor& t) { return t.defined() && t.device().type() == kNeuron; }
+
+// The device an op runs on: its first neuron tensor or device argument.
+int opDevice(c10::ArrayRef<c10::IValue> args) {
+  for (const auto& v : args) {
+    if (v.isTensor() && onNeuron(v.toTensor())) return v.toTensor().device().index();
+    if (v.isDevice() && v.toDevice().type() == kNeuron && v.toDevice().has_index()) return v.toDevice().index();
+    if (v.isList())
+      for (const auto& e : v.toListRef())
+        if (e.isTensor() && onNeuron(e.toTensor())) return e.toTensor().device().index();
+  }
+  return currentDeviceIndex();
+}
+
+// Random ops draw from the device's generator, never from the CPU stream.
+void useDeviceGenerators(const OpEntry& e, Stack* stack, size_t first, int device) {
+  for (size_t i : e.generator_args) {
+    c10::IValue& v = (*stack)[first + i];
+    const at::Generator& g = v.isNone() ? defaultGenerator(static_cast<c10::DeviceIndex>(device)) : v.toGenerator();
+    v = hostGeneratorOf(g);
+  }
+}
+
+c10::IValue aliasArg(const c10::IValue& v, c10::SmallVector<Aliased, 8>& aliased) {
+  auto alias = [&](const at::Tensor& t) {
+    at::Tensor a = hostAlias(t);
+    aliased.push_back({t, a, t.storage().data()});
+    return a;
+  };
+  if (v.isTensor()) return onNeuron(v.toTensor()) ? c10::IValue(alias(v.toTensor())) : v;
+  if (v.isDevice()) return v.toDevice().type() == kNeuron ? c10::IValue(c10::Device(c10::kCPU)) : v;
+  if (v.isList()) {
+    bool any = false;
+    for (const c10::IValue& e : v.toListRef()) any |= e.isTensor() && onNeuron(e.toTensor());
+    if (!any) return v;
+    c10::List<c10::IValue> copy = v.toList().copy();
+    for (size_t i = 0; i < copy.size(); ++i) {
+      c10::IValue e = copy.get(i);
+      if (e.isTensor() && onNeuron(e.toTensor())) copy.set(i, alias(e.toTensor()));
+    }
+    return copy;
+  }
+  return v;
+}
+
+// A kernel output, as the neuron tensor it stands for.
+at::Tensor toDevice(const at::Tensor& out, const c10::SmallVector<Aliased, 8>& aliased, int device) {
+  if (!out.defined()) return out;
+  for (const auto& a : aliased) {
+    if (out.unsafeGetTensorImpl() == a.alias.unsafeGetTensorImpl()) return a.original;  // in-place / out=
+    if (out.storage().is_alias_of(a.alias.storage())) return viewOnDevice(a.original, out);
+  }
+  return adoptAsDevice(out, device);
+}
+
+c10::IValue resultToDevice(const c10::IValue& v, const c10::SmallVector<Aliased, 8>& aliased, int device) {
+  if (v.isTensor()) return toDevice(v.toTensor(), aliased, device);
+  if (v.isTensorList()) {
+    auto list = v.toTensorList();
+    c10::List<at::Tensor> out;
+    out.reserve(list.size());
+    for (const at::Tensor& t : list) out.push_back(toDevice(t, aliased, device));
+    return out;
+  }
+  return v;
+}
+
+// A kernel that resized an out= argument grew it inside the arena: move the
+// new bytes and shape onto the caller's neuron tensor.
+void writeBack(const Aliased& a, int device) {
+  c10::StorageImpl* alias_storage = a.alias.storage().unsafeGetStorageImpl();
+  if (alias_storage->data() != a.data) {
+    c10::DataPtr fresh = alias_storage->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));
+    TORCH_INTERNAL_ASSERT(isArenaMemory(fresh) || fresh.get() == nullptr, "resized output left the arena");
+    fresh.unsafe_set_device(neuronDevice(device));
+    c10::StorageImpl* dst = a.original.storage().unsafeGetStorageImpl();
+    dst->set_data_ptr_noswap(std::move(fresh));
+    dst->set_nbytes(alias_storage->nbytes());
+  }
+  if (!a.alias.sizes().equals(a.original.sizes()) || !a.alias.strides().equals(a.original.strides()) ||
+      a.alias.storage_offset() != a.original.storage_offset())
+    a.original.unsafeGetTensorImpl()->set_sizes_and_strides(a.alias.sizes(), a.alias.strides(),
+                                                            a.alias.storage_offset());
+}
+
+void runNative(const c10::OperatorHandle& op, const OpEntry& e, Stack* stack) {
+  const size_t nargs = op.schema().arguments().size();
+  const size_t first = stack->size() - nargs;
+  const int device = opDevice(c10::ArrayRef<c10::IValue>(stack->data() + first, nargs));
+  c10::SmallVector<Aliased, 8> aliased;
+  for (size_t i = first; i < first + nargs; ++i) (*stack)[i] = aliasArg((*stack)[i], aliased);
+  useDeviceGenerators(e, stack, first, device);
+  {
+    ArenaScope scope(device);
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  }
+  for (const auto& a : aliased) writeBack(a, device);
+  const size_t nret = op.schema().returns().size();
+  for (size_t i = stack->size() - nret; i < stack->size(); ++i)
+    (*stack)[i] = resultToDevice((*stack)[i], aliased, device);
+}
+
+void runFallback(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
+  if (!e.untracked) {
+    e.fallbacks.fetch_add(1, std::memory_order_relaxed);
+    if (fallbackMode() == FallbackMode::kError)
+      TORCH_CHECK(false, "neuron: operator '", e.name, "' is not in the native-op set and would fall back to "
+                  "CPU; CPU fallback is disabled by NEURON_SIM_FALLBACK=error. Unset it to allow the fallback, "
+                  "or rewrite the code to use ops that run natively (torch_neuron_sim.native_ops()).");
+    if (!e.announced.load(std::memory_order_relaxed)) announceFallback(e);
+  }
+  if (!e.generator_args.empty()) {
+    const size_t nargs = op.schema().arguments().size();
+    const size_t first = stack->size() - nargs;
+    useDeviceGenerators(e, stack, first, opDevice(c10::ArrayRef<c10::IValue>(stack->data() + first, nargs)));
+  }
+  at::native::cpu_fallback(op, stack);
+}
+
+void neuronKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* stack) {
+  if (C10_UNLIKELY(runtime::inBadFork())) {
+    try { runtime::checkNotForked(); } catch (const std::exception& ex) { TORCH_CHECK(false, ex.what()); }
+  }
+  OpEntry& e = opEntry(op);
+  if (e.native.load(std::memory_order_relaxed)) {
+    e.executed.fetch_add(1, std::memory_order_relaxed);
+    runNative(op, e, stack);
+  } else {
+    runFallback(op, e, stack);
+  }
+}
+
+}  // namespace
+
+// Ops with a CompositeExplicitAutograd kernel never reach the fallback; the
+// native set names some of them, so they get this kernel registered directly.
+void registerNativeKernels(const std::vector<std::string>& names) {
+  static auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
+                                        __FILE__, __LINE__);
+  for (const auto& n : names) lib->impl(n.c_str(), torch::CppFunction::makeFromBoxedFunction<&neuronKernel>());
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&neuronKernel>());
+}
+
+}  // namespace neuron_sim

@@ -1,0 +1,112 @@
+// c10's DeviceGuardImplInterface for PrivateUse1: how PyTorch switches the
+// current neuron device and stream (device guards, autograd's device threads,
+// torch.accelerator), and how it records and waits on events.
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <array>
+#include <mutex>
+
+#include "../runtime/device.h"
+#include "../runtime/stream.h"
+#include "neuron.h"
+
+namespace neuron_sim {
+namespace {
+
+using runtime::kMaxDevices;
+
+thread_local std::array<c10::StreamId, kMaxDevices> t_current_stream{};  // 0: default stream
+
+// Converts the runtime's std::out_of_range into PyTorch's IndexError.
+void checkIndex(c10::DeviceIndex index) {
+  try {
+    runtime::checkDevice(index);
+  } catch (const std::out_of_range& e) {
+    TORCH_CHECK_INDEX(false, e.what());
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, e.what());
+  }
+}
+
+struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return kNeuron; }
+
+  c10::Device exchangeDevice(c10::Device d) const override {
+    auto old = getDevice();
+    if (old.index() != d.index()) setDevice(d);
+    return old;
+  }
+  c10::Device getDevice() const override { return neuronDevice(runtime::currentDevice()); }
+  void setDevice(c10::Device d) const override {
+    TORCH_CHECK(d.type() == kNeuron, "Expected neuron device but got: ", d);
+    checkIndex(d.index());
+    runtime::setCurrentDevice(d.index());
+  }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    try { runtime::setCurrentDevice(d.index()); } catch (...) {}
+  }
+
+  c10::Stream getStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::UNSAFE, d, t_current_stream[d.index()]);
+  }
+  c10::Stream getDefaultStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::UNSAFE, d, 0);
+  }
+  c10::Stream getNewStream(c10::Device d, int /*priority*/) const override {
+    return c10::Stream(c10::Stream::UNSAFE, d, runtime::newStreamId(d.index()));
+  }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool is_high_priority) const override {
+    return getNewStream(d, is_high_priority ? -1 : 0);
+  }
+  c10::Stream exchangeStream(c10::Stream s) const override {
+    auto old = getStream(s.device());
+    t_current_stream[s.device_index()] = s.id();
+    return old;
+  }
+
+  // Events: kernels complete when launched, so recording an event stamps the
+  // time, and every wait or query on a recorded event is already satisfied.
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
+              const c10::EventFlag) const override {
+    TORCH_CHECK(device_index == -1 || device_index == stream.device_index(),
+                "Event device index ", device_index, " does not match recording stream's device index ",
+                stream.device_index(), ".");
+    auto* e = static_cast<runtime::Event*>(*event);
+    if (!e) *event = e = new runtime::Event();
+    e->device = stream.device_index();
+    e->stream = stream.id();
+    e->recorded = true;
+    e->when = std::chrono::steady_clock::now();
+  }
+  void block(void*, const c10::Stream&) const override {}
+  bool queryEvent(void*) const override { return true; }
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
+    delete static_cast<runtime::Event*>(event);
+  }
+  void synchronizeEvent(void*) const override {}
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
+    auto* a = static_cast<runtime::Event*>(start);
+    auto* b = static_cast<runtime::Event*>(end);
+    TORCH_CHECK(a && b && a->recorded && b->recorded,
+                "Both events must be recorded before calculating elapsed time.");
+    return runtime::elapsedMs(*a, *b);
+  }
+
+  c10::DeviceIndex deviceCount() const noexcept override {
+    try { return static_cast<c10::DeviceIndex>(runtime::deviceCount()); } catch (...) { return 0; }
+  }
+  bool queryStream(const c10::Stream&) const override { return true; }
+  void synchronizeStream(const c10::Stream&) const override {}
+  void synchronizeDevice(const c10::DeviceIndex index) const override {
+    if (index >= 0) checkIndex(index);
+  }
+  void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
+};
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, NeuronGuardImpl);
+
+}  // namespace
+
+int currentDeviceIndex() { return runtime::currentDevice(); }
+
+}  // namespace neuron_sim

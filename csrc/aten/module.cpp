@@ -1,0 +1,157 @@
+// torch_neuron_sim._C: what the Python layer needs from C++. Nothing here is
+// on the per-op path; these are queries and settings.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <ATen/ops/empty.h>
+
+#include <cstring>
+#include <functional>
+#include <mutex>
+
+#include "../runtime/device.h"
+#include "generator.h"
+#include "op_table.h"
+#include "neuron.h"
+
+namespace py = pybind11;
+
+namespace neuron_sim {
+void registerNativeKernels(const std::vector<std::string>& names);
+}
+
+namespace {
+
+using namespace neuron_sim;
+
+py::object* g_logger = nullptr;  // leaked on purpose: called until interpreter exit
+
+void announceThroughPython(const std::string& name) {
+  if (!Py_IsInitialized() || !g_logger) return;
+  py::gil_scoped_acquire gil;
+  try {
+    (*g_logger)(name);
+  } catch (py::error_already_set& e) {
+    e.discard_as_unraisable("torch_neuron_sim fallback logger");
+  }
+}
+
+template <typename F>
+auto runtimeCall(F f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::out_of_range& e) {
+    throw py::index_error(e.what());
+  }
+}
+
+py::dict statDict(const runtime::Stat& s) {
+  py::dict d;
+  d["current"] = s.current;
+  d["peak"] = s.peak;
+  d["allocated"] = s.allocated;
+  d["freed"] = s.freed;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "torch_neuron_sim C++ core: the simulated Trainium device behind PyTorch's PrivateUse1 key";
+  installHostAllocatorWrapper();
+
+  // Devices
+  m.def("_device_count", [] { return runtime::deviceCount(); });
+  m.def("_current_device", [] { return runtime::currentDevice(); });
+  m.def("_set_device", [](int i) { runtimeCall([&] { runtime::setCurrentDevice(i); }); });
+  m.def("_check_device", [](int i) { runtimeCall([&] { runtime::checkDevice(i); }); });
+  m.def("_is_initialized", [] { return runtime::isInitialized(); });
+  m.def("_lazy_init", [] {
+    runtime::checkNotForked();
+    runtime::markInitialized();
+  });
+  m.def("_in_bad_fork", [] { return runtime::inBadFork(); });
+  m.def("_machine", [] {
+    const auto& t = runtime::deviceTable();
+    py::dict d;
+    d["profile"] = t.profile.name;
+    d["lnc"] = t.lnc;
+    d["chips"] = t.chips;
+    d["hbm_per_device"] = t.hbm_per_device;
+    d["logical_cores_total"] = t.logicalCoresTotal();
+    d["visible_cores"] = t.visible;
+    return d;
+  });
+
+  // Memory
+  m.def("_memory_stats", [](int i) {
+    auto s = runtimeCall([&] { return runtime::arena(i).stats(); });
+    py::dict d;
+    d["allocated_bytes"] = statDict(s.allocated_bytes);
+    d["reserved_bytes"] = statDict(s.reserved_bytes);
+    d["active_bytes"] = statDict(s.active_bytes);
+    d["num_alloc_retries"] = s.num_alloc_retries;
+    d["num_ooms"] = s.num_ooms;
+    d["num_tensor_frees"] = s.num_tensor_frees;
+    d["allocation_requests"] = s.allocation_requests;
+    return d;
+  });
+  m.def("_capacity", [](int i) { return runtimeCall([&] { return runtime::arena(i).capacity(); }); });
+  m.def("_arena_blocks", [](int i) {
+    py::list out;
+    for (const auto& b : runtimeCall([&] { return runtime::arena(i).blocks(); }))
+      out.append(py::make_tuple(b.offset, b.size, b.requested, b.allocated));
+    return out;
+  });
+  m.def("_arena_base", [](int i) { return runtimeCall([&] { return runtime::arena(i).base(); }); });
+  m.def("_reset_peak", [](int i) { runtimeCall([&] { runtime::arena(i).resetPeak(); }); });
+  m.def("_reset_accumulated", [](int i) { runtimeCall([&] { runtime::arena(i).resetAccumulated(); }); });
+  m.def("_release_free_pages", [](int i) { runtimeCall([&] { runtime::arena(i).releaseFreePages(); }); });
+
+  // Random number generation: the default generator of each device
+  m.def("_rng_manual_seed", [](int i, uint64_t seed) {
+    at::Generator g = defaultGenerator(i);
+    std::lock_guard<std::mutex> lock(g.mutex());
+    g.set_current_seed(seed);
+  });
+  m.def("_rng_seed", [](int i) {
+    at::Generator g = defaultGenerator(i);
+    std::lock_guard<std::mutex> lock(g.mutex());
+    return g.seed();
+  });
+  m.def("_rng_initial_seed", [](int i) { return defaultGenerator(i).current_seed(); });
+  m.def("_rng_get_state", [](int i) {
+    at::Generator g = defaultGenerator(i);
+    std::lock_guard<std::mutex> lock(g.mutex());
+    at::Tensor t = g.get_state();
+    return py::bytes(static_cast<const char*>(t.const_data_ptr()), t.numel());
+  });
+  m.def("_rng_set_state", [](int i, const std::string& bytes) {
+    at::Generator g = defaultGenerator(i);
+    std::lock_guard<std::mutex> lock(g.mutex());
+    at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::TensorOptions().dtype(at::kByte));
+    std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+    g.set_state(t);
+  });
+
+  // Op tracking and the native set
+  m.def("_set_native_ops", &setNativeOps);
+  m.def("_native_ops", &nativeOps);
+  m.def("_register_native_kernels", &registerNativeKernels);
+  m.def("_op_counts", [] {
+    py::list out;
+    for (const auto& c : opCounts()) out.append(py::make_tuple(c.name, c.executed, c.fallbacks));
+    return out;
+  });
+  m.def("_clear_op_tracking", &clearOpTracking);
+  m.def("_set_fallback_mode", [](const std::string& mode) {
+    if (mode == "error") setFallbackMode(FallbackMode::kError);
+    else if (mode == "warn") setFallbackMode(FallbackMode::kWarn);
+    else throw py::value_error("fallback mode must be 'warn' or 'error', got '" + mode + "'");
+  });
+  m.def("_fallback_mode", [] { return fallbackMode() == FallbackMode::kError ? "error" : "warn"; });
+  m.def("_set_fallback_logger", [](py::object fn) {
+    if (!g_logger) g_logger = new py::object();
+    *g_logger = std::move(fn);
+    setFallbackAnnouncer(&announceThroughPython);
+  });
+}

@@ -1,0 +1,150 @@
+#include "arena.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace neuron_sim::runtime {
+
+Arena::Arena(uint64_t capacity) : capacity_(capacity) {
+  // MAP_NORESERVE: the capacity is address space, not RAM. A 24 GiB device
+  // costs host memory only for pages a kernel actually touches.
+  void* p = mmap(nullptr, capacity_, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    throw std::runtime_error("could not reserve " + std::to_string(capacity_) +
+                             " bytes of address space for a simulated HBM arena: " + std::strerror(errno) +
+                             ". Lower NEURON_SIM_HBM_GB or the number of devices");
+  base_ = reinterpret_cast<uintptr_t>(p);
+  insertFree(0, capacity_);
+}
+
+Arena::~Arena() { munmap(reinterpret_cast<void*>(base_), capacity_); }
+
+void Arena::insertFree(uint64_t offset, uint64_t size) {
+  free_by_offset_.emplace(offset, size);
+  free_by_size_.emplace(size, offset);
+}
+
+void Arena::eraseFree(uint64_t offset, uint64_t size) {
+  free_by_offset_.erase(offset);
+  free_by_size_.erase({size, offset});
+}
+
+void* Arena::allocate(uint64_t requested) {
+  std::lock_guard<std::mutex> g(mu_);
+  stats_.allocation_requests++;
+  if (requested == 0) return nullptr;
+  uint64_t size = (requested + kAlignment - 1) / kAlignment * kAlignment;
+  auto it = free_by_size_.lower_bound({size, 0});
+  if (it == free_by_size_.end()) return nullptr;
+  auto [free_size, offset] = *it;
+  eraseFree(offset, free_size);
+  if (free_size > size) insertFree(offset + size, free_size - size);  // split
+  live_.emplace(offset, Live{size, requested});
+  stats_.allocated_bytes.add(static_cast<int64_t>(requested));
+  stats_.active_bytes.add(static_cast<int64_t>(requested));
+  stats_.reserved_bytes.add(static_cast<int64_t>(size));
+  return reinterpret_cast<void*>(base_ + offset);
+}
+
+uint64_t Arena::free(void* ptr) {
+  std::lock_guard<std::mutex> g(mu_);
+  uint64_t offset = reinterpret_cast<uintptr_t>(ptr) - base_;
+  auto it = live_.find(offset);
+  if (it == live_.end())
+    throw std::runtime_error("free of a pointer that is not a live block of this arena");
+  Live b = it->second;
+  live_.erase(it);
+  stats_.allocated_bytes.sub(static_cast<int64_t>(b.requested));
+  stats_.active_bytes.sub(static_cast<int64_t>(b.requested));
+  stats_.reserved_bytes.sub(static_cast<int64_t>(b.size));
+  stats_.num_tensor_frees++;
+  // Coalesce with the free neighbours on both sides.
+  uint64_t start = offset, size = b.size;
+  auto next = free_by_offset_.lower_bound(offset);
+  if (next != free_by_offset_.end() && next->first == offset + size) {
+    uint64_t nsize = next->second;
+    eraseFree(next->first, nsize);
+    size += nsize;
+  }
+  auto prev = free_by_offset_.lower_bound(offset);
+  if (prev != free_by_offset_.begin()) {
+    --prev;
+    if (prev->first + prev->second == start) {
+      uint64_t poff = prev->first, psize = prev->second;
+      eraseFree(poff, psize);
+      start = poff;
+      size += psize;
+    }
+  }
+  insertFree(start, size);
+  return b.requested;
+}
+
+void Arena::releaseFreePages() {
+  std::lock_guard<std::mutex> g(mu_);
+  const uint64_t page = 4096;
+  for (auto [offset, size] : free_by_offset_) {
+    uint64_t lo = (offset + page - 1) / page * page, hi = (offset + size) / page * page;
+    if (hi > lo) madvise(reinterpret_cast<void*>(base_ + lo), hi - lo, MADV_DONTNEED);
+  }
+}
+
+void Arena::countRetry() {
+  std::lock_guard<std::mutex> g(mu_);
+  stats_.num_alloc_retries++;
+}
+
+void Arena::countOom() {
+  std::lock_guard<std::mutex> g(mu_);
+  stats_.num_ooms++;
+}
+
+uint64_t Arena::bytesInUse() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return static_cast<uint64_t>(stats_.reserved_bytes.current);
+}
+
+uint64_t Arena::largestFreeBlock() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return free_by_size_.empty() ? 0 : free_by_size_.rbegin()->first;
+}
+
+ArenaStats Arena::stats() const {
+  std::lock_guard<std::mutex> g(mu_);
+  ArenaStats s = stats_;
+  s.num_segments = 1;
+  s.num_free_blocks = static_cast<int64_t>(free_by_offset_.size());
+  s.largest_free_block = free_by_size_.empty() ? 0 : static_cast<int64_t>(free_by_size_.rbegin()->first);
+  return s;
+}
+
+void Arena::resetPeak() {
+  std::lock_guard<std::mutex> g(mu_);
+  stats_.allocated_bytes.resetPeak();
+  stats_.reserved_bytes.resetPeak();
+  stats_.active_bytes.resetPeak();
+}
+
+void Arena::resetAccumulated() {
+  std::lock_guard<std::mutex> g(mu_);
+  for (Stat* s : {&stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes}) s->resetAccumulated();
+  stats_.allocation_requests = stats_.num_tensor_frees = stats_.num_ooms = stats_.num_alloc_retries = 0;
+}
+
+std::vector<BlockInfo> Arena::blocks() const {
+  std::lock_guard<std::mutex> g(mu_);
+  std::map<uint64_t, BlockInfo> all;
+  for (auto [off, size] : free_by_offset_) all.emplace(off, BlockInfo{off, size, 0, false});
+  for (auto& [off, b] : live_) all.emplace(off, BlockInfo{off, b.size, b.requested, true});
+  std::vector<BlockInfo> out;
+  out.reserve(all.size());
+  for (auto& [off, b] : all) out.push_back(b);
+  return out;
+}
+
+}  // namespace neuron_sim::runtime

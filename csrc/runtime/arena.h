@@ -1,0 +1,85 @@
+// One device's HBM: a virtual range of the full capacity reserved up front
+// (only touched pages cost host RAM), carved by a best-fit allocator with
+// alignment, block splitting and coalescing of neighbours on free.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace neuron_sim::runtime {
+
+// A counter the way torch.cuda.memory_stats reports one.
+struct Stat {
+  int64_t current = 0, peak = 0, allocated = 0, freed = 0;
+  void add(int64_t n) { current += n; allocated += n; if (current > peak) peak = current; }
+  void sub(int64_t n) { current -= n; freed += n; }
+  void resetPeak() { peak = current; }
+  void resetAccumulated() { allocated = 0; freed = 0; }
+};
+
+struct ArenaStats {
+  Stat allocated_bytes;  // bytes callers asked for, exactly
+  Stat reserved_bytes;   // bytes of arena held by live blocks (aligned)
+  Stat active_bytes;     // same as allocated: no block outlives its tensor
+  int64_t allocation_requests = 0, num_tensor_frees = 0, num_ooms = 0, num_alloc_retries = 0;
+  int64_t num_segments = 0, num_free_blocks = 0, largest_free_block = 0;
+};
+
+// A block as a snapshot sees it.
+struct BlockInfo {
+  uint64_t offset, size, requested;
+  bool allocated;
+};
+
+class Arena {
+ public:
+  static constexpr uint64_t kAlignment = 512;  // as CUDA's caching allocator rounds
+
+  explicit Arena(uint64_t capacity);
+  ~Arena();
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  // Returns nullptr if no free range fits (the caller decides whether that is
+  // an OOM, after its retry). size 0 is a valid request that returns nullptr.
+  void* allocate(uint64_t size);
+  // Frees a pointer this arena returned; returns the requested size.
+  uint64_t free(void* ptr);
+  bool owns(const void* ptr) const {
+    auto p = reinterpret_cast<uintptr_t>(ptr);
+    return p >= base_ && p < base_ + capacity_;
+  }
+  // Returns pages of free ranges to the host (madvise); keeps the reservation.
+  void releaseFreePages();
+  void countRetry();
+  void countOom();
+
+  uint64_t capacity() const { return capacity_; }
+  uint64_t bytesInUse() const;
+  uint64_t largestFreeBlock() const;
+  ArenaStats stats() const;
+  void resetPeak();
+  void resetAccumulated();
+  std::vector<BlockInfo> blocks() const;
+  uintptr_t base() const { return base_; }
+
+ private:
+  void insertFree(uint64_t offset, uint64_t size);
+  void eraseFree(uint64_t offset, uint64_t size);
+
+  uintptr_t base_ = 0;
+  uint64_t capacity_;
+  mutable std::mutex mu_;
+  std::map<uint64_t, uint64_t> free_by_offset_;           // offset -> size
+  std::set<std::pair<uint64_t, uint64_t>> free_by_size_;  // (size, offset): best fit
+  struct Live { uint64_t size, requested; };
+  std::unordered_map<uint64_t, Live> live_;               // offset -> block
+  ArenaStats stats_;
+};
+
+}  // namespace neuron_sim::runtime

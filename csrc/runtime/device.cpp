@@ -1,0 +1,85 @@
+#include "device.h"
+
+#include <pthread.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+namespace neuron_sim::runtime {
+namespace {
+
+std::mutex g_mu;
+std::atomic<Arena*> g_arenas[kMaxDevices];  // lock-free reads on the hot path
+std::atomic<bool> g_initialized{false};
+std::atomic<bool> g_bad_fork{false};
+thread_local int t_current_device = 0;
+
+void onForkChild() {
+  if (g_initialized.load()) g_bad_fork.store(true);
+}
+
+}  // namespace
+
+int deviceCount() { return deviceTable().count(); }
+
+void checkDevice(int index) {
+  int n = deviceCount();
+  if (index < 0 || index >= n)
+    throw std::out_of_range("Device index " + std::to_string(index) +
+                            " is out of range. Valid range is 0 to " + std::to_string(n - 1) +
+                            " for this process (" + std::to_string(n) + " neuron device" + (n == 1 ? "" : "s") +
+                            " visible; see NEURON_RT_VISIBLE_CORES)");
+}
+
+Arena& arena(int index) {
+  Arena* a = g_arenas[index >= 0 && index < kMaxDevices ? index : 0].load(std::memory_order_acquire);
+  if (a && index >= 0 && index < kMaxDevices) return *a;
+  checkDevice(index);
+  checkNotForked();
+  std::lock_guard<std::mutex> g(g_mu);
+  a = g_arenas[index].load();
+  if (!a) {
+    a = new Arena(deviceTable().hbm_per_device);  // lives for the process, like the device
+    g_arenas[index].store(a, std::memory_order_release);
+  }
+  markInitialized();
+  return *a;
+}
+
+Arena* arenaOwning(const void* ptr) {
+  for (int i = 0; i < kMaxDevices; ++i) {
+    Arena* a = g_arenas[i].load(std::memory_order_acquire);
+    if (a && a->owns(ptr)) return a;
+  }
+  return nullptr;
+}
+
+int currentDevice() { return t_current_device; }
+
+void setCurrentDevice(int index) {
+  checkDevice(index);
+  t_current_device = index;
+}
+
+bool isInitialized() { return g_initialized.load(); }
+
+void markInitialized() {
+  static std::once_flag once;
+  std::call_once(once, [] { pthread_atfork(nullptr, nullptr, onForkChild); });
+  g_initialized.store(true);
+}
+
+bool inBadFork() { return g_bad_fork.load(std::memory_order_relaxed); }
+
+void checkNotForked() {
+  if (inBadFork())
+    throw std::runtime_error(
+        "Cannot re-initialize the Neuron runtime in a forked subprocess: this process was forked after "
+        "the parent used a neuron device. To use Neuron with multiprocessing, you must use the 'spawn' "
+        "start method (multiprocessing.set_start_method('spawn') or torch.multiprocessing.spawn)");
+}
+
+}  // namespace neuron_sim::runtime

@@ -1,0 +1,35 @@
+// The devices of the simulated machine: their arenas, the calling thread's
+// current device, and the state that a fork() invalidates. Plain C++, no torch.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "arena.h"
+#include "device_table.h"
+
+namespace neuron_sim::runtime {
+
+int deviceCount();  // visible logical NeuronCores; throws on a bad environment
+
+// Throws std::out_of_range with "Device index N is out of range. Valid range
+// is 0 to M for this process" (the real runtime's words).
+void checkDevice(int index);
+
+// The arena of a device, reserved on first use.
+Arena& arena(int index);
+// The arena a pointer lies in, or nullptr.
+Arena* arenaOwning(const void* ptr);
+
+int currentDevice();          // thread-local, 0 by default
+void setCurrentDevice(int index);
+
+// True once any device was used in this process: a forked child then
+// refuses to touch the devices, as the real runtime does.
+bool isInitialized();
+void markInitialized();
+bool inBadFork();
+// Throws std::runtime_error telling the user to use 'spawn' when called in a
+// child forked after initialisation.
+void checkNotForked();
+
+}  // namespace neuron_sim::runtime

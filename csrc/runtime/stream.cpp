@@ -1,0 +1,18 @@
+#include "stream.h"
+
+#include <atomic>
+
+#include "device_table.h"
+
+namespace neuron_sim::runtime {
+
+int64_t newStreamId(int device) {
+  static std::atomic<int64_t> next[kMaxDevices];
+  return 1 + next[device].fetch_add(1);
+}
+
+double elapsedMs(const Event& a, const Event& b) {
+  return std::chrono::duration<double, std::milli>(b.when - a.when).count();
+}
+
+}  // namespace neuron_sim::runtime

@@ -1,0 +1,23 @@
+// Streams and events of the simulated device. Kernels run synchronously when
+// launched, so a stream is an ordering label and an event is a timestamp taken
+// when it is recorded; queries and waits are then always already satisfied.
+#pragma once
+#include <chrono>
+#include <cstdint>
+
+namespace neuron_sim::runtime {
+
+// Stream 0 of each device is its default stream.
+int64_t newStreamId(int device);
+
+struct Event {
+  int device = -1;
+  int64_t stream = -1;
+  bool recorded = false;
+  std::chrono::steady_clock::time_point when{};
+};
+
+// Milliseconds from a to b, as torch.cuda.Event.elapsed_time reports.
+double elapsedMs(const Event& a, const Event& b);
+
+}  // namespace neuron_sim::runtime

@@ -1,0 +1,138 @@
+"""Devices: count, current device, properties, synchronization. Mirrors
+torch.cuda, with torch_neuronx's names and error messages."""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Union
+
+import torch
+
+from . import _C
+
+_DeviceLike = Union[int, str, torch.device, None]
+
+
+def _index(device: _DeviceLike, *, optional: bool = True) -> int:
+    """A device index from an int, "neuron", "neuron:1" or torch.device."""
+    if device is None or (isinstance(device, str) and device == "neuron"):
+        return _C._current_device()
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != "neuron":
+            raise ValueError(f"Expected neuron device but got: {device}")
+        return _C._current_device() if device.index is None else device.index
+    if isinstance(device, int):
+        return device
+    raise TypeError(f"expected a device index, 'neuron:N' or torch.device, got {type(device).__name__}")
+
+
+def _checked(device: _DeviceLike) -> int:
+    i = _index(device)
+    n = device_count()
+    if not 0 <= i < n:
+        raise ValueError(f"Invalid device id: {i}. Valid range is 0 to {n - 1}")
+    return i
+
+
+def device_count() -> int:
+    """Visible logical NeuronCores (NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES)."""
+    return _C._device_count()
+
+
+def is_available() -> bool:
+    try:
+        return device_count() > 0
+    except Exception:
+        return False
+
+
+def is_initialized() -> bool:
+    return _C._is_initialized()
+
+
+def _is_in_bad_fork() -> bool:
+    return _C._in_bad_fork()
+
+
+def _lazy_init() -> None:
+    """Raises in a child forked after the parent used neuron (use 'spawn')."""
+    _C._lazy_init()
+
+
+init = _lazy_init
+
+
+def current_device() -> int:
+    return _C._current_device()
+
+
+def set_device(device: _DeviceLike) -> None:
+    """Set the calling thread's current neuron device."""
+    i = _checked(device)
+    _lazy_init()
+    _C._set_device(i)
+
+
+class device(contextlib.ContextDecorator):
+    """Context manager that changes the current neuron device."""
+
+    def __init__(self, device: _DeviceLike):
+        self.idx = -1 if device is None else _index(device)
+        self.prev = -1
+
+    def __enter__(self):
+        self.prev = current_device()
+        if self.idx >= 0 and self.idx != self.prev:
+            set_device(self.idx)
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        if self.idx >= 0 and self.idx != self.prev:
+            _C._set_device(self.prev)
+        return False
+
+
+def get_device_name(device: _DeviceLike = None) -> str:
+    """'neuron:<i>', as torch_neuronx returns (not a hardware name)."""
+    return f"neuron:{_index(device)}"
+
+
+class NeuronDeviceProperties:
+    """What torch_neuronx reports of a device: instance type name and HBM."""
+
+    def __init__(self, name: str, total_memory: int):
+        self.name = name
+        self.total_memory = total_memory
+
+    def __repr__(self) -> str:
+        return f"<NeuronDeviceProperties(name='{self.name}', total_memory={self.total_memory})>"
+
+
+def get_device_properties(device: _DeviceLike = None) -> NeuronDeviceProperties:
+    i = _checked(device)
+    m = _C._machine()
+    return NeuronDeviceProperties(m["profile"], m["hbm_per_device"])
+
+
+def get_device_capability(device: _DeviceLike = None) -> tuple[int, int]:
+    """(0, 0): Trainium has no CUDA compute capability."""
+    return (0, 0)
+
+
+def synchronize(device: _DeviceLike = None) -> None:
+    """Wait for all work on a device. Kernels complete when launched here."""
+    if device is not None and device != -1:
+        _checked(device)
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    return True
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    return [torch.float32, torch.float16, torch.bfloat16]
+
+
+def _sleep(cycles: int) -> None:
+    """No-op, as on torch_neuronx."""

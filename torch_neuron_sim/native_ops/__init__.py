@@ -1,0 +1,103 @@
+"""The native-op set: which ATen ops run "on device" and which take the
+tracked CPU fallback.
+
+The set is a data file per release of the real backend (one operator
+overload a line). The default models TorchNeuron's public beta; users can
+extend it or replace it to model a newer release:
+
+    torch_neuron_sim.native_ops.extend(["aten::cumprod"])
+    torch_neuron_sim.native_ops.load("my-release.txt")       # replace
+    NEURON_SIM_NATIVE_OPS=/path/to/table.txt python train.py  # replace, at import
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable
+
+import torch
+
+from .. import _C
+
+DEFAULT_TABLE = "torchneuron-2.14-beta"
+_HERE = Path(__file__).parent
+
+# Composite ops that must stay composite on neuron: copies route to our
+# _copy_from kernel, and a device-changing op would be given a CPU device.
+_NEVER_DIRECT = {"aten::_to_copy", "aten::copy_", "aten::to"}
+
+_state = {"version": None, "registered": set()}
+
+
+def read_table(path: str | os.PathLike) -> list[str]:
+    """Operator names listed in a table file (comments and blanks skipped)."""
+    names = []
+    for line in Path(path).read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            names.append(line if "::" in line else f"aten::{line}")
+    return names
+
+
+def _split(name: str) -> tuple[str, str]:
+    base, _, overload = name.partition(".")
+    return base, overload
+
+
+def _needs_direct_kernel(name: str) -> bool:
+    # Ops with a CPU kernel reach our PrivateUse1 fallback on their own. Ops
+    # whose only kernel is CompositeExplicitAutograd never would: they get
+    # the native kernel registered directly. CompositeImplicitAutograd ops
+    # must not (it would bypass their autograd); they decompose into ops the
+    # table decides on.
+    if name in _NEVER_DIRECT:
+        return False
+    base, overload = _split(name)
+    try:
+        torch._C._dispatch_find_schema_or_throw(base, overload)
+    except RuntimeError:
+        return False
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    full = name
+    return (has(full, "CompositeExplicitAutograd") and not has(full, "CompositeImplicitAutograd")
+            and not has(full, "CPU"))
+
+
+def _apply(names: list[str], version: str) -> None:
+    _C._set_native_ops(names)
+    direct = [n for n in names if n not in _state["registered"] and _needs_direct_kernel(n)]
+    if direct:
+        _C._register_native_kernels(direct)
+        _state["registered"].update(direct)
+    _state["version"] = version
+
+
+def load(table: str | os.PathLike = DEFAULT_TABLE) -> None:
+    """Replace the native set with a bundled table (by name) or a file."""
+    path = _HERE / f"{table}.txt"
+    if not path.exists():
+        path = Path(table)
+        if not path.exists():
+            bundled = ", ".join(sorted(p.stem for p in _HERE.glob("*.txt")))
+            raise FileNotFoundError(f"native-op table '{table}' is neither a bundled table ({bundled}) nor a file")
+    _apply(read_table(path), path.stem)
+
+
+def extend(names: Iterable[str]) -> None:
+    """Add ops (e.g. "aten::cumprod" or "aten::cumprod.out") to the native set."""
+    extra = [n if "::" in n else f"aten::{n}" for n in names]
+    _apply(sorted(set(_C._native_ops()) | set(extra)), f"{_state['version']}+custom")
+
+
+def current() -> list[str]:
+    """The operator names now in the native set, sorted."""
+    return sorted(_C._native_ops())
+
+
+def version() -> str:
+    """The name of the table in use, e.g. 'torchneuron-2.14-beta'."""
+    return _state["version"]
+
+
+def _load_default() -> None:
+    load(os.environ.get("NEURON_SIM_NATIVE_OPS") or DEFAULT_TABLE)

@@ -1,0 +1,56 @@
+"""Random number generation on neuron: one default generator per device with
+torch_neuronx's 16-byte state (uint64 seed, int64 offset). torch.manual_seed
+seeds neuron too (PyTorch calls torch.neuron.manual_seed_all); the neuron
+stream is independent of the CPU stream."""
+from __future__ import annotations
+
+from typing import Iterable
+
+import torch
+
+from . import _C
+from .device import _checked, _DeviceLike, device_count
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the current device's generator."""
+    _C._rng_manual_seed(_checked(None), int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+def manual_seed_all(seed: int) -> None:
+    for i in range(device_count()):
+        _C._rng_manual_seed(i, int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+def seed() -> None:
+    """Seed the current device's generator with a non-deterministic number."""
+    _C._rng_seed(_checked(None))
+
+
+def seed_all() -> None:
+    s = _C._rng_seed(0)
+    manual_seed_all(s)
+
+
+def initial_seed() -> int:
+    return _C._rng_initial_seed(_checked(None))
+
+
+def get_rng_state(device: _DeviceLike = None) -> torch.Tensor:
+    """The 16-byte state (seed, offset) of a device's generator, as a uint8 CPU tensor."""
+    return torch.frombuffer(bytearray(_C._rng_get_state(_checked(device))), dtype=torch.uint8)
+
+
+def set_rng_state(new_state: torch.Tensor, device: _DeviceLike = None) -> None:
+    """Restore a state from get_rng_state (16 bytes; 8 bytes sets the seed only)."""
+    data = new_state.detach().to("cpu", torch.uint8).contiguous().numpy().tobytes()
+    _C._rng_set_state(_checked(device), data)
+
+
+def get_rng_state_all() -> list[torch.Tensor]:
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(new_states: Iterable[torch.Tensor]) -> None:
+    for i, state in enumerate(new_states):
+        set_rng_state(state, i)

@@ -1,0 +1,55 @@
+"""Op tracking as the real backend has it: which ops ran on the device, which
+fell back to the CPU, and how often. The counting happens in C++ on the
+per-op path; this module only reads it.
+
+Names: executed ops are reported by base name ("aten::add"), fallback ops
+with their overload ("aten::mul.Tensor"), as torch_neuronx reports them.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+from . import _C
+
+logger = logging.getLogger("torch_neuron_sim")
+
+
+def get_fallback_ops() -> list[str]:
+    """Ops that fell back to the CPU since the last clear_op_tracking()."""
+    return sorted({name for name, _, fell in _C._op_counts() if fell})
+
+
+def get_executed_ops() -> list[str]:
+    """Ops that ran natively on neuron since the last clear_op_tracking()."""
+    return sorted({name.split(".")[0] for name, ran, _ in _C._op_counts() if ran})
+
+
+def get_op_counts() -> dict[str, dict[str, int]]:
+    """Per operator overload: {"aten::add.Tensor": {"executed": n, "fallback": m}}."""
+    return {name: {"executed": ran, "fallback": fell} for name, ran, fell in sorted(_C._op_counts())}
+
+
+def clear_op_tracking() -> None:
+    """Reset the executed and fallback records."""
+    _C._clear_op_tracking()
+
+
+def set_fallback_mode(mode: str) -> None:
+    """'warn' (default): fall back, log once per op. 'error': raise instead."""
+    _C._set_fallback_mode(mode)
+
+
+def _announce(op_name: str) -> None:
+    # Called from C++ the first time an op falls back (never per call).
+    logger.warning(
+        "Operator '%s' fell back to CPU: it is not in the native-op set, so its inputs were copied to "
+        "the host and back. torch_neuron_sim.get_fallback_ops() lists every such op.", op_name)
+
+
+def _install() -> None:
+    _C._set_fallback_logger(_announce)
+    mode = os.environ.get("NEURON_SIM_FALLBACK", "warn").strip().lower() or "warn"
+    if mode not in ("warn", "error"):
+        raise ValueError(f"NEURON_SIM_FALLBACK={mode!r}: use 'warn' (default) or 'error'")
+    _C._set_fallback_mode(mode)
