@@ -1,0 +1,48 @@
+# Two commands do everything on a fresh machine:  make demo  |  make test
+# Each step is a stamp file, so re-running does only what changed: the venv
+# once, the C++ extension when csrc/ changes (ninja recompiles only the
+# changed files), the editable install when the packaging changes.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip
+STAMPS := .stamps
+SOURCES := $(shell find csrc -name '*.cpp' -o -name '*.h')
+# Building imports torch; our own backend must not autoload half-built.
+BUILD_ENV := TORCH_DEVICE_BACKEND_AUTOLOAD=0 MAX_JOBS=2
+
+.PHONY: setup demo test test-deep bench clean
+
+setup: $(STAMPS)/ext $(STAMPS)/install
+
+# torch==2.13.0 is the CPU build on this machine's disk; any other version
+# would pull a multi-GB CUDA build. ninja makes extension rebuilds incremental.
+$(STAMPS)/deps: pyproject.toml
+	@mkdir -p $(STAMPS)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q "torch==2.13.0" numpy pybind11 pytest hypothesis ninja "setuptools>=64" wheel
+	touch $@
+
+$(STAMPS)/ext: $(STAMPS)/deps $(SOURCES) setup.py
+	$(BUILD_ENV) $(PY) setup.py -q build_ext --inplace
+	touch $@
+
+$(STAMPS)/install: $(STAMPS)/deps pyproject.toml setup.py
+	TORCH_NEURON_SIM_NO_EXT=1 $(BUILD_ENV) $(PIP) install -q --no-build-isolation --no-deps -e .
+	touch $@
+
+demo: setup
+	$(PY) examples/demo.py
+
+test: setup
+	$(PY) -m pytest -q
+
+test-deep: setup
+	NEURON_SIM_HYPOTHESIS_PROFILE=deep $(PY) -m pytest -q
+
+bench: setup
+	$(PY) benchmarks/bench_ops.py
+
+clean:
+	rm -rf build $(STAMPS) torch_neuron_sim/*.so *.egg-info

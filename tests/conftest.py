@@ -1,0 +1,34 @@
+"""Shared test setup: hypothesis profiles and helpers to run code in a fresh
+interpreter (the device table is read once per process, so environment
+variables like NEURON_RT_VISIBLE_CORES need a new process)."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+import torch
+import torch_neuron_sim
+
+settings.register_profile("default", max_examples=25, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("deep", max_examples=500, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("NEURON_SIM_HYPOTHESIS_PROFILE", "default"))
+
+
+def run_python(code: str, env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
+    """Runs `code` in a new interpreter with extra environment variables."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture
+def tracked():
+    """Clears op tracking before the test; yields the package."""
+    torch_neuron_sim.clear_op_tracking()
+    yield torch_neuron_sim
