@@ -7,7 +7,15 @@ alone is enough (PyTorch's device-backend autoload calls _autoload).
 """
 from __future__ import annotations
 
-import torch
+
+def _autoload() -> None:
+    """Entry point of the `torch.backends` group: PyTorch calls it at the end
+    of `import torch`. Importing the package does everything. Defined before
+    `import torch` so that `import torch_neuron_sim` first (which imports
+    torch, which autoloads us) finds it on the half-imported module."""
+
+
+import torch  # noqa: E402
 
 from . import _C  # loads the C++ core: allocator, guard, hooks, kernels
 
@@ -40,8 +48,3 @@ from .tracking import (  # noqa: E402
 
 tracking._install()
 native_ops._load_default()
-
-
-def _autoload() -> None:
-    """Entry point of the `torch.backends` group: PyTorch calls it at the end
-    of `import torch`. Importing the package above has done everything."""

@@ -1,0 +1,33 @@
+"""torch_neuron_sim.testing: the kit for op-parity tests on `neuron`.
+
+    from torch_neuron_sim.testing import assert_parity, strategies as nst
+
+    @given(nst.tensors(dtype=torch.float32))
+    def test_gelu(x):
+        assert_parity(torch.nn.functional.gelu, x, grad=True)
+
+`strategies` needs hypothesis (the `test` extra); everything else needs only torch.
+See docs/testing.md.
+"""
+from __future__ import annotations
+
+from .op_checks import (
+    FallbackError, OpTracker, assert_no_fallback, assert_op_did_not_run_on_neuron, assert_op_does_not_run,
+    assert_op_falls_back_on_cpu, assert_op_runs_on_neuron, check_op_runs_on_neuron, get_executed_op_list,
+    track_neuron_ops,
+)
+from .parity import assert_parity, dtype_rule_active, execution_path, mirror, tolerance
+
+__all__ = [
+    "assert_parity", "tolerance", "dtype_rule_active", "execution_path", "mirror",
+    "track_neuron_ops", "OpTracker", "assert_op_runs_on_neuron", "assert_op_did_not_run_on_neuron",
+    "assert_op_falls_back_on_cpu", "assert_op_does_not_run", "check_op_runs_on_neuron",
+    "get_executed_op_list", "assert_no_fallback", "FallbackError", "strategies",
+]
+
+
+def __getattr__(name: str):
+    if name == "strategies":  # imported on first use: hypothesis is optional
+        from . import strategies
+        return strategies
+    raise AttributeError(name)

@@ -1,0 +1,141 @@
+"""Where did an op run? Assertions over the op tracker, with the semantics of
+torch_neuronx's test helpers (facts §10): names may be given with or without
+"aten::" and with or without an overload, and a name also matches the
+tracked names it is a substring of, as in the real helpers."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+from ..device import synchronize
+from ..tracking import clear_op_tracking, get_executed_ops, get_fallback_ops, get_op_counts
+
+
+def _qualified(name: str) -> str:
+    return name if "::" in name else f"aten::{name}"
+
+
+def _matches(name: str, tracked: list[str]) -> list[str]:
+    q = _qualified(name)
+    exact = [t for t in tracked if t == q or t.split(".")[0] == q]
+    return exact or [t for t in tracked if q in t or f"nki_{name}" in t]
+
+
+def _executed_overloads() -> list[str]:
+    return [n for n, c in get_op_counts().items() if c["executed"]]
+
+
+class OpTracker:
+    """What ran where since the tracker was made (it clears the tracker)."""
+
+    @property
+    def executed(self) -> list[str]:
+        """Ops that ran on neuron, by base name ("aten::add")."""
+        synchronize()
+        return get_executed_ops()
+
+    @property
+    def fallback(self) -> list[str]:
+        """Ops that fell back to CPU, with overload ("aten::min.dim")."""
+        synchronize()
+        return get_fallback_ops()
+
+    @property
+    def counts(self) -> dict[str, dict[str, int]]:
+        synchronize()
+        return get_op_counts()
+
+    def __enter__(self) -> "OpTracker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+def track_neuron_ops() -> OpTracker:
+    """Clears op tracking and returns a tracker (usable as a context manager)."""
+    synchronize()
+    clear_op_tracking()
+    return OpTracker()
+
+
+def check_op_runs_on_neuron(name: str) -> bool:
+    """True if `name` ran on neuron and never fell back since the last clear."""
+    synchronize()
+    return bool(_matches(name, _executed_overloads())) and not _matches(name, get_fallback_ops())
+
+
+def _state(name: str) -> str:
+    return (f"executed on neuron: {get_executed_ops()}\nfell back to CPU: {get_fallback_ops()}")
+
+
+def assert_op_runs_on_neuron(name: str) -> None:
+    """The op ran natively on neuron, and did not fall back."""
+    if not check_op_runs_on_neuron(name):
+        raise AssertionError(f"expected {_qualified(name)} to run on neuron\n{_state(name)}")
+
+
+def assert_op_did_not_run_on_neuron(name: str) -> None:
+    """The op did not run natively on neuron (it fell back, or did not run)."""
+    synchronize()
+    hit = _matches(name, _executed_overloads())
+    if hit:
+        raise AssertionError(f"expected {_qualified(name)} not to run on neuron, but {hit} did\n{_state(name)}")
+
+
+def assert_op_falls_back_on_cpu(name: str) -> None:
+    """The op took the CPU fallback at least once."""
+    synchronize()
+    if not _matches(name, get_fallback_ops()):
+        raise AssertionError(f"expected {_qualified(name)} to fall back to CPU\n{_state(name)}")
+
+
+def assert_op_does_not_run(name: str) -> None:
+    """The op neither ran on neuron nor fell back."""
+    synchronize()
+    hit = _matches(name, _executed_overloads()) + _matches(name, get_fallback_ops())
+    if hit:
+        raise AssertionError(f"expected {_qualified(name)} not to run at all, but {hit} did\n{_state(name)}")
+
+
+def get_executed_op_list() -> list[str]:
+    synchronize()
+    return get_executed_ops()
+
+
+def _fallback_counts() -> dict[str, int]:
+    return {n: c["fallback"] for n, c in get_op_counts().items() if c["fallback"]}
+
+
+def fallbacks_since(before: dict[str, int]) -> dict[str, int]:
+    """Fallback calls per op since the snapshot `before` (from fallback_snapshot()).
+    A counter that went down was cleared in between: its new value counts."""
+    after = _fallback_counts()
+    out = {}
+    for n, c in after.items():
+        d = c - before.get(n, 0) if c >= before.get(n, 0) else c
+        if d > 0:
+            out[n] = d
+    return out
+
+
+def fallback_snapshot() -> dict[str, int]:
+    synchronize()
+    return _fallback_counts()
+
+
+class FallbackError(AssertionError):
+    """Ops fell back to CPU where none may."""
+
+
+@contextmanager
+def assert_no_fallback() -> Iterator[None]:
+    """Fails (FallbackError) if any op falls back to CPU inside the block. The
+    tracker is not cleared, so it composes with track_neuron_ops()."""
+    before = fallback_snapshot()
+    yield
+    synchronize()
+    fell = fallbacks_since(before)
+    if fell:
+        listed = ", ".join(f"{n} (x{c})" for n, c in sorted(fell.items()))
+        raise FallbackError(f"ops fell back to CPU inside assert_no_fallback(): {listed}")
