@@ -1,0 +1,243 @@
+"""Factories, copies, views, .item(), printing, and the two execution paths:
+native ops run on arena memory with no copies; every other op takes the
+tracked CPU fallback."""
+import logging
+
+import pytest
+import torch
+
+import torch_neuron_sim
+from conftest import run_python
+
+
+def arena_range(device=0):
+    base = torch_neuron_sim._C._arena_base(device)
+    return base, base + torch.neuron.get_device_properties(device).total_memory
+
+
+def in_arena(t):
+    lo, hi = arena_range(t.device.index)
+    return lo <= t.data_ptr() < hi
+
+
+# ---- factories -------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int64,
+                                   torch.int8, torch.uint8, torch.bool, torch.float64])
+def test_factories(dtype):
+    for make in (lambda: torch.zeros(3, 4, dtype=dtype, device="neuron"),
+                 lambda: torch.ones(3, 4, dtype=dtype, device="neuron"),
+                 lambda: torch.full((3, 4), 1, dtype=dtype, device="neuron"),
+                 lambda: torch.empty(3, 4, dtype=dtype, device="neuron").fill_(1)):
+        t = make()
+        assert t.device == torch.device("neuron:0") and t.dtype == dtype and in_arena(t)
+        assert t.cpu().to(torch.float32).sum().item() == (0 if t.cpu().to(torch.float32).sum() == 0 else 12)
+    assert torch.arange(5, device="neuron").cpu().tolist() == [0, 1, 2, 3, 4]
+    assert torch.eye(2, device="neuron").cpu().tolist() == [[1, 0], [0, 1]]
+    e = torch.empty_strided((2, 3), (1, 2), device="neuron")
+    assert e.stride() == (1, 2) and in_arena(e)
+
+
+def test_empty_on_other_device_allocates_there():
+    t = torch.empty(10, device="neuron:2")
+    assert t.device.index == 2 and in_arena(t)
+    assert torch.neuron.memory_allocated(2) >= 40
+
+
+# ---- copies ----------------------------------------------------------------
+
+def test_host_device_round_trip_and_dtype_conversion():
+    x = torch.randn(5, 7)
+    n = x.to("neuron")
+    assert torch.equal(n.cpu(), x)
+    assert torch.equal(x.to("neuron", torch.bfloat16).cpu(), x.to(torch.bfloat16))
+    assert torch.equal(n.to(torch.float16).cpu(), x.to(torch.float16))
+    assert torch.equal(n.to(torch.int32).cpu(), x.to(torch.int32))
+    # non-contiguous sources and destinations
+    assert torch.equal(x.t().to("neuron").cpu(), x.t())
+    assert torch.equal(n.t().cpu(), x.t())
+    dst = torch.zeros(7, 5, device="neuron")
+    dst.copy_(x.t())
+    assert torch.equal(dst.cpu(), x.t().contiguous())
+    # broadcasting copy
+    dst = torch.zeros(3, 7, device="neuron")
+    dst.copy_(torch.arange(7.0))
+    assert torch.equal(dst.cpu(), torch.arange(7.0).expand(3, 7))
+
+
+def test_non_blocking_copies():
+    x = torch.randn(1000)
+    n = x.to("neuron", non_blocking=True)
+    back = n.to("cpu", non_blocking=True)
+    torch.neuron.synchronize()
+    assert torch.equal(back, x)
+
+
+def test_copies_across_devices():
+    x = torch.randn(64, 64)
+    a = x.to("neuron:0")
+    b = a.to("neuron:1")
+    assert b.device.index == 1 and in_arena(b) and torch.equal(b.cpu(), x)
+    c = torch.empty(64, 64, device="neuron:3")
+    c.copy_(b)
+    assert torch.equal(c.cpu(), x)
+    assert torch.equal((b + b.to("neuron:1")).cpu(), 2 * x)
+
+
+# ---- views, storage and in-place ----------------------------------------------
+
+def test_views_alias_storage():
+    n = torch.arange(12.0, device="neuron")
+    v = n.view(3, 4)
+    v[1, 2] = 100
+    assert n[6].item() == 100
+    s = n.as_strided((2, 2), (1, 3), 1)
+    s.mul_(0)
+    assert n.cpu()[[1, 2, 4, 5]].tolist() == [0, 0, 0, 0]
+    r = n.reshape(4, 3).t()  # _reshape_alias + transpose
+    assert r.data_ptr() == n.data_ptr()
+    r.fill_(7)
+    assert (n.cpu() == 7).all()
+    u = n.unfold(0, 4, 4)
+    assert u.shape == (3, 4) and u.data_ptr() == n.data_ptr()
+
+
+def test_inplace_op_on_view_writes_through():
+    base = torch.zeros(4, 4, device="neuron")
+    base[:, 1].add_(torch.ones(4, device="neuron"))  # native in-place on a strided view
+    assert base.cpu()[:, 1].tolist() == [1, 1, 1, 1] and base.sum().item() == 4
+    base[2].clamp_(min=5)  # clamp_ falls back: the result must still land in the view
+    assert base.cpu()[2].tolist() == [5, 5, 5, 5]
+
+
+def test_set_and_resize():
+    a = torch.arange(6.0, device="neuron")
+    b = torch.empty(0, device="neuron")
+    b.set_(a)
+    assert b.data_ptr() == a.data_ptr() and torch.equal(b.cpu(), a.cpu())
+    c = torch.empty(0, device="neuron")
+    c.set_(a.untyped_storage(), 2, (2, 2), (2, 1))
+    assert c.cpu().tolist() == [[2, 3], [4, 5]]
+    a.resize_(2, 3)
+    assert a.shape == (2, 3) and a.cpu().flatten().tolist() == [0, 1, 2, 3, 4, 5]
+    a.resize_(4, 4)  # growing keeps the old bytes
+    assert a.cpu().flatten()[:6].tolist() == [0, 1, 2, 3, 4, 5] and in_arena(a)
+    d = torch.empty(0, device="neuron")
+    d.set_()
+    assert d.numel() == 0
+
+
+def test_out_variant_resizes_destination_in_the_arena():
+    out = torch.empty(0, device="neuron")
+    x = torch.randn(8).to("neuron")
+    torch.add(x, 1, out=out)  # add.out is native: the kernel grows `out` inside the arena
+    assert out.shape == (8,) and in_arena(out)
+    assert torch.allclose(out.cpu(), x.cpu() + 1)
+
+
+def test_item_and_printing():
+    assert torch.tensor(3.5, device="neuron").item() == 3.5
+    assert torch.tensor([7], dtype=torch.int64, device="neuron").item() == 7
+    assert torch.tensor(True, device="neuron").item() is True
+    text = repr(torch.tensor([1.0, 2.0], device="neuron:1"))
+    assert "device='neuron:1'" in text and "1., 2." in text
+
+
+# ---- the two paths -----------------------------------------------------------
+
+def test_native_op_runs_on_arena_without_copies(tracked):
+    a = torch.randn(256).to("neuron")
+    b = torch.randn(256).to("neuron")
+    before = torch.neuron.memory_stats()["allocation_requests"]
+    c = a + b
+    # one allocation: the output, made by the CPU kernel inside the arena
+    assert torch.neuron.memory_stats()["allocation_requests"] == before + 1
+    assert in_arena(c) and c.device.type == "neuron"
+    assert torch.equal(c.cpu(), a.cpu() + b.cpu())
+    assert "aten::add" in tracked.get_executed_ops()
+    # add.Tensor is structured: PyTorch allocates the output on neuron and
+    # calls add.out, which runs natively into it (the out= form, no copy).
+    assert tracked.get_op_counts()["aten::add.out"] == {"executed": 1, "fallback": 0}
+    assert tracked.get_fallback_ops() == []
+
+
+def test_fallback_op_is_tracked_and_correct(tracked):
+    x = torch.randn(5, 6)
+    n = x.to("neuron")
+    tr = torch.trace(n)  # not in the native set
+    assert tr.device.type == "neuron" and in_arena(tr)
+    assert torch.allclose(tr.cpu(), torch.trace(x))
+    assert tracked.get_fallback_ops() == ["aten::trace"]
+    torch.trace(n)
+    assert tracked.get_op_counts()["aten::trace"]["fallback"] == 2
+    vals, idx = torch.kthvalue(n, 2, dim=1)  # two outputs
+    ref_vals, ref_idx = torch.kthvalue(x, 2, dim=1)
+    assert torch.equal(vals.cpu(), ref_vals) and torch.equal(idx.cpu(), ref_idx)
+    tracked.clear_op_tracking()
+    assert tracked.get_fallback_ops() == [] and tracked.get_executed_ops() == []
+
+
+def test_fallback_in_place_and_out(tracked):
+    n = torch.randn(4, 4).to("neuron")
+    ref = n.cpu()
+    n.cumprod_(0)
+    assert torch.allclose(n.cpu(), ref.cumprod(0))
+    out = torch.empty(0, device="neuron")
+    torch.cumprod(n, 1, out=out)
+    assert torch.allclose(out.cpu(), ref.cumprod(0).cumprod(1))
+    assert any(name.startswith("aten::cumprod") for name in tracked.get_fallback_ops())
+
+
+def test_fallback_warns_once_through_logging(caplog):
+    x = torch.randn(3, 3).to("neuron")
+    with caplog.at_level(logging.WARNING, logger="torch_neuron_sim"):
+        torch.logcumsumexp(x, 0)
+        torch.logcumsumexp(x, 1)
+    msgs = [r.getMessage() for r in caplog.records if "logcumsumexp" in r.getMessage()]
+    assert len(msgs) == 1 and "fell back to CPU" in msgs[0]
+
+
+def test_fallback_warning_can_be_silenced():
+    r = run_python("""
+        import logging, torch, torch_neuron_sim
+        logging.getLogger("torch_neuron_sim").setLevel(logging.ERROR)
+        torch.trace(torch.ones(3, 3, device="neuron"))
+        print(torch_neuron_sim.get_fallback_ops())
+    """)
+    assert r.returncode == 0, r.stderr
+    assert "fell back" not in r.stderr and "aten::trace" in r.stdout
+
+
+def test_fallback_error_mode_names_the_op_and_leaves_process_usable():
+    r = run_python("""
+        import torch, torch_neuron_sim
+        x = torch.ones(3, device="neuron")
+        try:
+            torch.trace(x.view(3, 1))
+        except RuntimeError as e:
+            print("raised:", "aten::trace" in str(e), "NEURON_SIM_FALLBACK" in str(e))
+        print((x + x).sum().item())
+    """, {"NEURON_SIM_FALLBACK": "error"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["raised:", "True", "True", "6.0"]
+
+
+def test_native_set_is_table_driven(tracked):
+    x = torch.randn(4).to("neuron")
+    torch.cumprod(x, 0)
+    assert "aten::cumprod.out" in tracked.get_fallback_ops()
+    saved = torch_neuron_sim.native_ops.current()
+    try:
+        torch_neuron_sim.native_ops.extend(["aten::cumprod"])
+        tracked.clear_op_tracking()
+        y = torch.cumprod(x, 0)
+        assert "aten::cumprod" in tracked.get_executed_ops() and tracked.get_fallback_ops() == []
+        assert torch.allclose(y.cpu(), x.cpu().cumprod(0))
+    finally:
+        torch_neuron_sim._C._set_native_ops(saved)
+
+
+def test_views_are_never_tracked(tracked):
+    x = torch.randn(4, 4).to("neuron")
+    x.t().reshape(16).unsqueeze(0).squeeze(0).expand(2, 16).narrow(1, 0, 4)
+    assert tracked.get_fallback_ops() == []
