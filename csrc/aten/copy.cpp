@@ -5,10 +5,15 @@
 #include <ATen/ops/copy.h>
 #include <torch/library.h>
 
+#include "dtype_policy.h"
 #include "neuron.h"
 
 namespace neuron_sim {
 namespace {
+
+std::atomic<uint64_t> g_host_casts64{0};
+
+bool is64(at::ScalarType s) { return s == at::kDouble || s == at::kLong; }
 
 at::Tensor onHost(const at::Tensor& t) { return t.device().type() == kNeuron ? hostAlias(t) : t; }
 
@@ -17,6 +22,10 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
               " to ", dst.device(), "; move the tensor to the CPU first");
   TORCH_CHECK(dst.device().type() == kNeuron || dst.device().is_cpu(), "neuron: cannot copy from ", self.device(),
               " to ", dst.device(), "; move the tensor to the CPU first");
+  // The real backend converts to and from 64-bit types on the host (facts
+  // §3); arena bytes are host memory, so here that is the same copy, counted.
+  if (self.scalar_type() != dst.scalar_type() && (is64(self.scalar_type()) || is64(dst.scalar_type())))
+    g_host_casts64.fetch_add(1, std::memory_order_relaxed);
   // Kernels complete when launched, so non_blocking copies are complete too.
   onHost(dst).copy_(onHost(self));
   return dst;
@@ -27,9 +36,14 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   return copy_from(self, dst, false);
 }
 
-c10::Scalar local_scalar_dense(const at::Tensor& self) { return at::_local_scalar_dense(hostAlias(self)); }
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  return at::_local_scalar_dense(hostAlias(self));
+}
 
 }  // namespace
+
+uint64_t hostCasts64() { return g_host_casts64.load(); }
+void clearHostCasts64() { g_host_casts64 = 0; }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", copy_from);

@@ -14,6 +14,8 @@
 #include <memory>
 
 #include "../runtime/device.h"
+#include "compile_cache.h"
+#include "dtype_policy.h"
 #include "generator.h"
 #include "neuron.h"
 #include "op_table.h"
@@ -114,16 +116,20 @@ void writeBack(const Aliased& a, int device) {
                                                             a.alias.storage_offset());
 }
 
-void runNative(const c10::OperatorHandle& op, const OpEntry& e, Stack* stack) {
+void runNative(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
   const size_t nargs = op.schema().arguments().size();
   const size_t first = stack->size() - nargs;
   const int device = opDevice(c10::ArrayRef<c10::IValue>(stack->data() + first, nargs));
+  noteNativeCall(e, c10::ArrayRef<c10::IValue>(stack->data() + first, nargs));
   c10::SmallVector<Aliased, 8> aliased;
   for (size_t i = first; i < first + nargs; ++i) (*stack)[i] = aliasArg((*stack)[i], aliased);
   useDeviceGenerators(e, stack, first, device);
+  Narrowed narrowed;  // the 64-bit rule: compute float64/int64 in 32 bits
+  const bool narrow = narrowArguments(e, stack, first, nargs, narrowed);
   {
     ArenaScope scope(device);
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    if (narrow) widenResults(narrowed, stack, op.schema().returns().size());
   }
   for (const auto& a : aliased) writeBack(a, device);
   const size_t nret = op.schema().returns().size();
@@ -139,6 +145,7 @@ void runFallback(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
                   "CPU; CPU fallback is disabled by NEURON_SIM_FALLBACK=error. Unset it to allow the fallback, "
                   "or rewrite the code to use ops that run natively (torch_neuron_sim.native_ops()).");
     if (!e.announced.load(std::memory_order_relaxed)) announceFallback(e);
+    if (C10_UNLIKELY(reportActive())) reportFallback(e);  // records the user's source line
   }
   if (!e.generator_args.empty()) {
     const size_t nargs = op.schema().arguments().size();

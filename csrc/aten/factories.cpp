@@ -5,6 +5,7 @@
 #include <torch/library.h>
 
 #include "neuron.h"
+#include "op_table.h"
 
 namespace neuron_sim {
 namespace {
@@ -15,6 +16,7 @@ c10::Device target(std::optional<c10::Device> device) {
 }
 
 void checkLayout(std::optional<c10::Layout> layout) {
+  if (layout && *layout != c10::kStrided) noteUnsupported("sparse tensors");
   TORCH_CHECK_NOT_IMPLEMENTED(!layout || *layout == c10::kStrided,
       "neuron: ", *layout, " tensors are not supported: Trainium (TorchNeuron) has no sparse or other non-strided "
       "layouts. Convert with .to_dense() before moving the tensor to neuron.");
@@ -45,6 +47,7 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
 void unsupportedLayout(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack*) {
   const char* what = ks.has(c10::DispatchKey::SparsePrivateUse1) ? "sparse"
                      : ks.has(c10::DispatchKey::QuantizedPrivateUse1) ? "quantized" : "sparse CSR";
+  noteUnsupported(std::string(what) + " tensors");
   TORCH_CHECK_NOT_IMPLEMENTED(false, "neuron: ", what, " tensors are not supported (", op.schema().name(),
       "): Trainium (TorchNeuron) runs dense strided tensors only. Convert with ",
       std::string(what) == "quantized" ? ".dequantize()" : ".to_dense()", " before moving the tensor to neuron.");

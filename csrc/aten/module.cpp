@@ -9,6 +9,8 @@
 #include <mutex>
 
 #include "../runtime/device.h"
+#include "compile_cache.h"
+#include "dtype_policy.h"
 #include "generator.h"
 #include "op_table.h"
 #include "neuron.h"
@@ -32,6 +34,18 @@ void announceThroughPython(const std::string& name) {
     (*g_logger)(name);
   } catch (py::error_already_set& e) {
     e.discard_as_unraisable("torch_neuron_sim fallback logger");
+  }
+}
+
+py::object* g_reporter = nullptr;  // the active migration report's fallback recorder
+
+void reportThroughPython(const std::string& name) {
+  if (!Py_IsInitialized() || !g_reporter) return;
+  py::gil_scoped_acquire gil;
+  try {
+    (*g_reporter)(name);
+  } catch (py::error_already_set& e) {
+    e.discard_as_unraisable("torch_neuron_sim migration report");
   }
 }
 
@@ -154,4 +168,57 @@ PYBIND11_MODULE(_C, m) {
     *g_logger = std::move(fn);
     setFallbackAnnouncer(&announceThroughPython);
   });
+
+  // Trainium semantics and the migration report (dtype_policy, compile_cache, op_table)
+  m.def("_set_dtype_policy", [](const std::string& p) {
+    if (p == "exact") setDtypePolicy(DtypePolicy::kExact);
+    else if (p == "trainium") setDtypePolicy(DtypePolicy::kTrainium);
+    else throw py::value_error("dtype policy must be 'trainium' or 'exact', got '" + p + "'");
+  });
+  m.def("_dtype_policy", [] { return dtypePolicy() == DtypePolicy::kExact ? "exact" : "trainium"; });
+  m.def("_op_stats", [] {
+    py::list out;
+    for (const auto& s : opStats()) {
+      py::dict d;
+      d["name"] = s.name;
+      d["native"] = s.native;
+      d["executed"] = s.executed;
+      d["fallbacks"] = s.fallbacks;
+      d["downcasts_f64"] = s.downcasts_f64;
+      d["downcasts_i64"] = s.downcasts_i64;
+      d["compilations"] = s.compilations;
+      d["cache_hits"] = s.cache_hits;
+      out.append(d);
+    }
+    return out;
+  });
+  m.def("_clear_compile_cache", &clearCompileCache);
+  m.def("_set_compile_latency_ms", &setCompileLatencyMs);
+  m.def("_compile_latency_ms", &compileLatencyMs);
+  m.def("_set_metrics_enabled", &setMetricsEnabled);
+  m.def("_metrics_enabled", &metricsEnabled);
+  m.def("_compile_metrics", [] {
+    CompileMetrics c = compileMetrics();
+    py::dict d;
+    d["total_compilations"] = c.total_compilations;
+    d["in_memory_hits"] = c.in_memory_hits;
+    d["in_memory_misses"] = c.in_memory_misses;
+    d["time_samples"] = c.time_samples;
+    d["time_total_ns"] = c.time_total_ns;
+    d["time_min_ns"] = c.time_min_ns;
+    d["time_max_ns"] = c.time_max_ns;
+    return d;
+  });
+  m.def("_clear_compile_metrics", &clearCompileMetrics);
+  m.def("_note_unsupported", &noteUnsupported);
+  m.def("_unsupported_hits", &unsupportedHits);
+  m.def("_clear_unsupported_hits", &clearUnsupportedHits);
+  m.def("_host_casts64", &hostCasts64);
+  m.def("_clear_host_casts64", &clearHostCasts64);
+  m.def("_set_fallback_reporter", [](py::object fn) {
+    if (!g_reporter) g_reporter = new py::object();
+    *g_reporter = std::move(fn);
+    setFallbackReporter(&reportThroughPython);
+  });
+  m.def("_set_report_active", &setReportActive);
 }

@@ -33,6 +33,17 @@ bool isNative(const Table& t, const OpEntry& e) { return t.native.count(e.name) 
 
 std::atomic<FallbackMode> g_mode{FallbackMode::kWarn};
 void (*g_announce)(const std::string&) = nullptr;
+void (*g_reporter)(const std::string&) = nullptr;
+std::atomic<bool> g_report_active{false};
+
+struct Unsupported {
+  std::mutex mu;
+  std::vector<std::pair<std::string, uint64_t>> hits;
+};
+Unsupported& unsupported() {
+  static Unsupported* u = new Unsupported();
+  return *u;
+}
 
 }  // namespace
 
@@ -58,6 +69,13 @@ OpEntry& opEntry(const c10::OperatorHandle& op) {
       auto opt = type->cast<c10::OptionalType>();
       auto inner = opt ? opt->getElementType() : type;
       if (inner->kind() == c10::TypeKind::GeneratorType) slot->generator_args.push_back(i);
+      if (inner->kind() == c10::TypeKind::ScalarTypeType) slot->dtype_args.push_back(i);
+      const bool list = inner->kind() == c10::TypeKind::ListType;
+      const auto elem = list ? inner->castRaw<c10::ListType>()->getElementType() : inner;
+      const auto elem_inner = elem->cast<c10::OptionalType>() ? elem->castRaw<c10::OptionalType>()->getElementType() : elem;
+      if (elem_inner->kind() == c10::TypeKind::TensorType || inner->kind() == c10::TypeKind::ScalarTypeType)
+        slot->may_downcast = true;
+      if (args[i].alias_info() && args[i].alias_info()->isWrite() && i < 64) slot->written_args |= uint64_t{1} << i;
     }
   }
   cache.emplace(key, slot.get());
@@ -94,7 +112,62 @@ void clearOpTracking() {
   for (auto& [key, e] : t.entries) {
     e->executed = 0;
     e->fallbacks = 0;
+    e->downcasts_f64 = 0;
+    e->downcasts_i64 = 0;
   }
+}
+
+std::vector<OpStats> opStats() {
+  Table& t = table();
+  std::lock_guard<std::mutex> g(t.mu);
+  std::vector<OpStats> out;
+  for (auto& [key, e] : t.entries) {
+    OpStats s{e->name, e->native.load(), e->executed.load(), e->fallbacks.load(), e->downcasts_f64.load(),
+              e->downcasts_i64.load(), 0, e->cache_hits.load()};
+    {
+      std::lock_guard<std::mutex> sg(e->signatures_mu);
+      s.compilations = e->signatures.size();
+    }
+    if (s.executed || s.fallbacks || s.downcasts_f64 || s.downcasts_i64 || s.compilations) out.push_back(std::move(s));
+  }
+  return out;
+}
+
+void clearCompileCache() {
+  Table& t = table();
+  std::lock_guard<std::mutex> g(t.mu);
+  for (auto& [key, e] : t.entries) {
+    std::lock_guard<std::mutex> sg(e->signatures_mu);
+    e->signatures.clear();
+    e->cache_hits = 0;
+  }
+}
+
+void noteUnsupported(const std::string& feature) {
+  Unsupported& u = unsupported();
+  std::lock_guard<std::mutex> g(u.mu);
+  for (auto& [name, n] : u.hits)
+    if (name == feature) return void(++n);
+  u.hits.emplace_back(feature, 1);
+}
+
+std::vector<std::pair<std::string, uint64_t>> unsupportedHits() {
+  Unsupported& u = unsupported();
+  std::lock_guard<std::mutex> g(u.mu);
+  return u.hits;
+}
+
+void clearUnsupportedHits() {
+  Unsupported& u = unsupported();
+  std::lock_guard<std::mutex> g(u.mu);
+  u.hits.clear();
+}
+
+void setFallbackReporter(void (*report)(const std::string&)) { g_reporter = report; }
+void setReportActive(bool active) { g_report_active.store(active); }
+bool reportActive() { return g_report_active.load(std::memory_order_relaxed); }
+void reportFallback(const OpEntry& e) {
+  if (g_reporter) g_reporter(e.name);
 }
 
 void setFallbackMode(FallbackMode mode) { g_mode = mode; }

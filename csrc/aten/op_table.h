@@ -5,7 +5,9 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <atomic>
+#include <mutex>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace neuron_sim {
@@ -19,6 +21,17 @@ struct OpEntry {
   std::atomic<uint64_t> fallbacks{0};
   std::atomic<bool> announced{false};
   std::vector<size_t> generator_args;  // positions of Generator? arguments
+  // Schema facts for the 64-bit policy, computed once (dtype_policy.cpp).
+  uint64_t written_args = 0;           // bit i: the op writes argument i (in-place self, out=)
+  std::vector<size_t> dtype_args;      // positions of ScalarType? arguments (dtype=)
+  bool may_downcast = false;           // has any Tensor, Tensor[] or dtype argument
+  std::atomic<uint64_t> downcasts_f64{0};  // float64 tensors computed in float32
+  std::atomic<uint64_t> downcasts_i64{0};  // int64 tensors computed in int32
+  // The eager compile cache (compile_cache.cpp): one entry per distinct
+  // (op, dtypes, shapes) signature, as the real backend compiles one NEFF each.
+  std::mutex signatures_mu;
+  std::unordered_set<uint64_t> signatures;
+  std::atomic<uint64_t> cache_hits{0};
 };
 
 OpEntry& opEntry(const c10::OperatorHandle& op);
@@ -30,6 +43,28 @@ std::vector<std::string> nativeOps();
 struct OpCount { std::string name; uint64_t executed, fallbacks; };
 std::vector<OpCount> opCounts();
 void clearOpTracking();
+
+// Everything the migration report reads about one op.
+struct OpStats {
+  std::string name;
+  bool native;
+  uint64_t executed, fallbacks, downcasts_f64, downcasts_i64, compilations, cache_hits;
+};
+std::vector<OpStats> opStats();  // ops with any activity
+void clearCompileCache();
+
+// Unsupported features a program ran into (sparse, quantized, forward AD):
+// counted by name so the report can list them even when the error was caught.
+void noteUnsupported(const std::string& feature);
+std::vector<std::pair<std::string, uint64_t>> unsupportedHits();
+void clearUnsupportedHits();
+
+// While a migration report is active, each tracked fallback is passed to the
+// reporter (Python, which records the user's source line). Off: one relaxed load.
+void setFallbackReporter(void (*report)(const std::string&));
+void setReportActive(bool active);
+bool reportActive();
+void reportFallback(const OpEntry& e);
 
 enum class FallbackMode { kWarn, kError };
 void setFallbackMode(FallbackMode mode);
