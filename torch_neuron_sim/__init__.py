@@ -15,7 +15,13 @@ def _autoload() -> None:
     torch, which autoloads us) finds it on the half-imported module."""
 
 
+import os  # noqa: E402
+
 import torch  # noqa: E402
+
+# torch_neuronx sets this on import; "1" (launches block until the op is
+# done) is what the emulator does. See docs/streams.md.
+os.environ.setdefault("NEURON_LAUNCH_BLOCKING", "1")
 
 from . import _C  # loads the C++ core: allocator, guard, hooks, kernels
 
@@ -44,6 +50,9 @@ from .memory import (  # noqa: E402
 )
 from .tracking import (  # noqa: E402
     clear_op_tracking, get_executed_ops, get_fallback_ops, get_op_counts, set_fallback_mode,
+)
+from .streams import (  # noqa: E402
+    Event, Stream, current_stream, default_stream, set_stream, stream,
 )
 
 tracking._install()

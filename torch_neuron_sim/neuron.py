@@ -16,3 +16,7 @@ from .random import (
     get_rng_state, get_rng_state_all, initial_seed, manual_seed, manual_seed_all, seed, seed_all,
     set_rng_state, set_rng_state_all,
 )
+from .streams import (
+    Event, Stream, StreamContext, current_stream, default_stream, query, record_event, set_stream, stream,
+    wait_event, wait_stream,
+)

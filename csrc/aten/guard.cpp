@@ -46,39 +46,56 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     try { runtime::setCurrentDevice(d.index()); } catch (...) {}
   }
 
+  // A stream's device may come without an index (torch.Stream(device="neuron")):
+  // it then means the current device, as for cuda.
+  static c10::Device resolved(c10::Device d) {
+    if (d.has_index()) {
+      checkIndex(d.index());
+      return d;
+    }
+    return neuronDevice(runtime::currentDevice());
+  }
   c10::Stream getStream(c10::Device d) const override {
+    d = resolved(d);
     return c10::Stream(c10::Stream::UNSAFE, d, t_current_stream[d.index()]);
   }
   c10::Stream getDefaultStream(c10::Device d) const override {
-    return c10::Stream(c10::Stream::UNSAFE, d, 0);
+    return c10::Stream(c10::Stream::UNSAFE, resolved(d), 0);
   }
   c10::Stream getNewStream(c10::Device d, int /*priority*/) const override {
+    d = resolved(d);
     return c10::Stream(c10::Stream::UNSAFE, d, runtime::newStreamId(d.index()));
   }
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool is_high_priority) const override {
     return getNewStream(d, is_high_priority ? -1 : 0);
   }
   c10::Stream exchangeStream(c10::Stream s) const override {
-    auto old = getStream(s.device());
-    t_current_stream[s.device_index()] = s.id();
+    c10::Device d = resolved(s.device());
+    auto old = getStream(d);
+    t_current_stream[d.index()] = s.id();
     return old;
   }
 
   // Events: kernels complete when launched, so recording an event stamps the
   // time, and every wait or query on a recorded event is already satisfied.
+  // c10::InlineEvent has already checked the timing flags and that both
+  // events were recorded before elapsedTime is asked.
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
-              const c10::EventFlag) const override {
+              const c10::EventFlag flag) const override {
     TORCH_CHECK(device_index == -1 || device_index == stream.device_index(),
                 "Event device index ", device_index, " does not match recording stream's device index ",
                 stream.device_index(), ".");
+    checkIndex(stream.device_index());
     auto* e = static_cast<runtime::Event*>(*event);
     if (!e) *event = e = new runtime::Event();
     e->device = stream.device_index();
     e->stream = stream.id();
-    e->recorded = true;
-    e->when = std::chrono::steady_clock::now();
+    e->timing = flag == c10::EventFlag::BACKEND_DEFAULT;
+    runtime::recordEvent(*e);
   }
-  void block(void*, const c10::Stream&) const override {}
+  void block(void* event, const c10::Stream& stream) const override {
+    if (event) checkIndex(stream.device_index());  // the work it marks is done: nothing to wait for
+  }
   bool queryEvent(void*) const override { return true; }
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
     delete static_cast<runtime::Event*>(event);
@@ -89,14 +106,19 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     auto* b = static_cast<runtime::Event*>(end);
     TORCH_CHECK(a && b && a->recorded && b->recorded,
                 "Both events must be recorded before calculating elapsed time.");
+    TORCH_CHECK(a->device == b->device, "elapsed_time: the events were recorded on different devices (neuron:",
+                a->device, " and neuron:", b->device, "); time events recorded on the same device.");
     return runtime::elapsedMs(*a, *b);
   }
 
   c10::DeviceIndex deviceCount() const noexcept override {
     try { return static_cast<c10::DeviceIndex>(runtime::deviceCount()); } catch (...) { return 0; }
   }
-  bool queryStream(const c10::Stream&) const override { return true; }
-  void synchronizeStream(const c10::Stream&) const override {}
+  bool queryStream(const c10::Stream& s) const override {
+    checkIndex(s.device_index());
+    return true;
+  }
+  void synchronizeStream(const c10::Stream& s) const override { checkIndex(s.device_index()); }
   void synchronizeDevice(const c10::DeviceIndex index) const override {
     if (index >= 0) checkIndex(index);
   }

@@ -11,6 +11,11 @@ int64_t newStreamId(int device) {
   return 1 + next[device].fetch_add(1);
 }
 
+void recordEvent(Event& e) {
+  e.recorded = true;
+  e.when = std::chrono::steady_clock::now();
+}
+
 double elapsedMs(const Event& a, const Event& b) {
   return std::chrono::duration<double, std::milli>(b.when - a.when).count();
 }

@@ -7,15 +7,21 @@
 
 namespace neuron_sim::runtime {
 
-// Stream 0 of each device is its default stream.
+// Stream 0 of each device is its default stream; new streams count up from 1.
+// `device` must be a valid index (checkDevice).
 int64_t newStreamId(int device);
 
 struct Event {
   int device = -1;
   int64_t stream = -1;
   bool recorded = false;
+  bool timing = false;  // created with enable_timing=True
   std::chrono::steady_clock::time_point when{};
 };
+
+// Marks the event recorded at this instant: all work launched before it on
+// its stream has finished, since kernels complete when launched.
+void recordEvent(Event& e);
 
 // Milliseconds from a to b, as torch.cuda.Event.elapsed_time reports.
 double elapsedMs(const Event& a, const Event& b);
