@@ -47,7 +47,9 @@ from .device import (  # noqa: E402
 from .memory import (  # noqa: E402
     empty_cache, max_memory_allocated, max_memory_reserved, mem_get_info, memory_allocated, memory_reserved,
     memory_stats, memory_summary, reset_accumulated_memory_stats, reset_peak_memory_stats,
+    set_per_process_memory_fraction,
 )
+from .fault_injection import inject_oom  # noqa: E402
 from .tracking import (  # noqa: E402
     clear_op_tracking, get_executed_ops, get_fallback_ops, get_op_counts, set_fallback_mode,
 )

@@ -4,6 +4,8 @@ the same numbers through the C++ DeviceAllocator."""
 from __future__ import annotations
 
 import collections
+import pickle
+import sys
 from typing import Any
 
 from . import _C
@@ -94,3 +96,79 @@ def memory_summary(device: _DeviceLike = None, abbreviated: bool = False) -> str
 
 def list_gpu_processes(device: _DeviceLike = None) -> str:
     return f"neuron:{_checked(device)}: one simulated device per process"
+
+
+# ---- beyond the real backend: limits ---------------------------------------
+
+def set_per_process_memory_fraction(fraction: float, device: _DeviceLike = None) -> None:
+    """Cap this process at `fraction` of a device's HBM, as torch.cuda does:
+    an allocation that would take the bytes held by blocks past the cap raises
+    torch.OutOfMemoryError (after the usual retry), as a full device would."""
+    if not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    i = _checked(device)
+    _C._set_memory_limit(i, int(fraction * _C._capacity(i)))
+
+
+def get_per_process_memory_fraction(device: _DeviceLike = None) -> float:
+    i = _checked(device)
+    return _C._memory_limit(i) / _C._capacity(i)
+
+
+# ---- snapshots for PyTorch's memory visualizer -----------------------------
+
+def _record_memory_history(enabled: str | None = "all", context: str | None = "all", stacks: str = "all",
+                           max_entries: int = sys.maxsize, device: _DeviceLike = None,
+                           clear_history: bool = False, **_ignored: Any) -> None:
+    """Start (enabled="all": stacks and a trace of every alloc/free; "state":
+    stacks of live blocks only) or stop (enabled=None) recording, with
+    torch.cuda.memory's signature. Each allocation records its Python stack
+    (stacks="all" and "python" both record Python frames; C++ frames are not
+    captured); context=None records sizes without stacks. The trace keeps the
+    last `max_entries` entries per device. Covers every device."""
+    if stacks not in ("all", "python"):
+        raise ValueError(f"stacks must be 'all' or 'python', got {stacks!r}")
+    _C._record_memory_history(enabled, context, min(max_entries, sys.maxsize), clear_history)
+
+
+def _snapshot(device: _DeviceLike = None) -> dict[str, Any]:
+    """The memory state in torch.cuda.memory._snapshot()'s format:
+    {"segments": [one per device arena, with every block, free ones
+    included, so fragmentation is visible], "device_traces": [per device,
+    the recorded alloc/free_requested/free_completed/oom actions]}."""
+    return _C._memory_snapshot()
+
+
+def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
+    """Pickle _snapshot() to `filename`, for
+    `python -m torch.cuda._memory_viz trace_plot <file> -o out.html` or
+    https://pytorch.org/memory_viz."""
+    with open(filename, "wb") as f:
+        pickle.dump(_snapshot(), f)
+
+
+def memory_snapshot() -> list[dict[str, Any]]:
+    """The segments of _snapshot(), as torch.cuda.memory_snapshot() returns."""
+    return _snapshot()["segments"]
+
+
+# ---- debug modes -----------------------------------------------------------
+
+def debug_modes() -> dict[str, bool]:
+    """Which of NEURON_SIM_POISON / NEURON_SIM_GUARD / NEURON_SIM_PROTECT are on."""
+    return _C._debug_modes()
+
+
+def check_guards() -> None:
+    """Raise RuntimeError naming every live block whose guard bytes were
+    overwritten (needs NEURON_SIM_GUARD=1). Freeing such a block aborts the
+    process with the same report; this finds damage without aborting."""
+    damaged = _C._check_guards()
+    if not damaged:
+        return
+    lines = [f"{len(damaged)} neuron block(s) have overwritten guard bytes (an out-of-bounds write):"]
+    for dev, ptr, size, at, site in damaged:
+        where = (f"{at - size} bytes past the end" if at >= 0 else f"{-at} bytes before the start")
+        lines.append(f"- neuron:{dev} block of {size} bytes at {ptr:#x}: first damaged byte {where}; "
+                     f"allocated at (most recent call last):\n{site.rstrip()}")
+    raise RuntimeError("\n".join(lines))

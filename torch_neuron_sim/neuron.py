@@ -10,7 +10,7 @@ from .device import (
 from .memory import (
     empty_cache, max_memory_allocated, max_memory_reserved, mem_get_info, memory_allocated, memory_reserved,
     memory_stats, memory_summary, reset_accumulated_memory_stats, reset_max_memory_allocated,
-    reset_peak_memory_stats,
+    reset_peak_memory_stats, get_per_process_memory_fraction, memory_snapshot, set_per_process_memory_fraction,
 )
 from .random import (
     get_rng_state, get_rng_state_all, initial_seed, manual_seed, manual_seed_all, seed, seed_all,

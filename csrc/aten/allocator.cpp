@@ -5,10 +5,16 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/CPUAllocator.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
+#include "../runtime/debug_modes.h"
 #include "../runtime/device.h"
+#include "../runtime/fault_injection.h"
+#include "../runtime/host_access.h"
+#include "memory_history.h"
 #include "neuron.h"
 
 namespace neuron_sim {
@@ -46,7 +52,10 @@ class NeuronAllocator final : public c10::DeviceAllocator {
     return allocateOn(dev, n, neuronDevice(dev));
   }
   c10::DeleterFnPtr raw_deleter() const override { return &arenaDelete; }
-  void copy_data(void* dst, const void* src, std::size_t n) const override { std::memcpy(dst, src, n); }
+  void copy_data(void* dst, const void* src, std::size_t n) const override {
+    runtime::HostAccess access;  // NEURON_SIM_PROTECT: storage copies touch arena pages
+    std::memcpy(dst, src, n);
+  }
 
   bool initialized() override { return runtime::isInitialized(); }
   void emptyCache(c10::MempoolId_t) override {
@@ -84,7 +93,10 @@ class HostViewAllocator final : public c10::Allocator {
     return allocateOn(dev, n, c10::Device(c10::kCPU));
   }
   c10::DeleterFnPtr raw_deleter() const override { return &arenaDelete; }
-  void copy_data(void* dst, const void* src, std::size_t n) const override { std::memcpy(dst, src, n); }
+  void copy_data(void* dst, const void* src, std::size_t n) const override {
+    runtime::HostAccess access;  // NEURON_SIM_PROTECT: storage copies touch arena pages
+    std::memcpy(dst, src, n);
+  }
 };
 
 // Wraps the CPU allocator: inside an ArenaScope on this thread, allocations
@@ -114,9 +126,47 @@ HostViewAllocator g_host_view_allocator;
 c10::Allocator* deviceAllocator() { return &g_device_allocator; }
 c10::Allocator* hostViewAllocator() { return &g_host_view_allocator; }
 
+namespace {
+
+int deviceIndexOf(const Arena* a) {
+  for (int i = 0; i < runtime::kMaxDevices; ++i)
+    if (runtime::reservedArena(i) == a) return i;
+  return -1;
+}
+
+// A kernel wrote outside its block. The deleter cannot throw, and the bytes it
+// hit may belong to a neighbour, so stop here with everything needed to find it.
+[[noreturn]] void reportGuardDamage(const Arena* a, const void* ptr, const runtime::FreedBlock& f) {
+  std::ostringstream msg;
+  msg << "neuron_sim: NEURON_SIM_GUARD: guard bytes of a block on neuron:" << deviceIndexOf(a)
+      << " were overwritten, found when the block was freed.\n  block: " << f.requested << " bytes ("
+      << humanBytes(f.requested) << ") at " << ptr << "\n  first damaged byte: ";
+  if (f.first_damaged_byte >= 0)
+    msg << "offset " << f.first_damaged_byte << ", " << (f.first_damaged_byte - static_cast<int64_t>(f.requested))
+        << " bytes past the end (an out-of-bounds write after the data)";
+  else
+    msg << -f.first_damaged_byte << " bytes before the start (an out-of-bounds write before the data)";
+  msg << "\n  allocated at (most recent call last):\n" << history::allocationSite(ptr)
+      << "  A kernel or a host write through data_ptr() wrote beyond this tensor. Aborting: the write may have "
+         "corrupted another tensor. torch_neuron_sim.memory.check_guards() finds damage without aborting.\n";
+  std::fputs(msg.str().c_str(), stderr);
+  std::fflush(stderr);
+  std::abort();
+}
+
+}  // namespace
+
 void arenaDelete(void* ptr) {
   if (!ptr) return;
-  if (Arena* a = runtime::arenaOwning(ptr)) a->free(ptr);
+  Arena* a = runtime::arenaOwning(ptr);
+  if (!a) return;
+  if (C10_LIKELY(!runtime::debugModes())) {
+    a->free(ptr);
+    return;
+  }
+  runtime::FreedBlock f = a->free(ptr);
+  if (f.guard_damaged) reportGuardDamage(a, ptr, f);
+  if (runtime::debugModes() & (runtime::kHistory | runtime::kGuard)) history::recordFree(ptr, f.requested);
 }
 
 c10::DataPtr allocateOn(int device, size_t bytes, c10::Device label) {
@@ -132,24 +182,37 @@ c10::DataPtr allocateOn(int device, size_t bytes, c10::Device label) {
   } catch (const std::exception& e) {
     TORCH_CHECK(false, e.what());
   }
-  void* p = arena->allocate(bytes);
+  // One relaxed load: poisoning, guards, injected failures and history all
+  // live behind this word, so the common path pays nothing for them.
+  const uint32_t modes = runtime::debugModes();
+  const bool injected = C10_UNLIKELY(modes & runtime::kFailAlloc) && bytes > 0 && runtime::consumeAllocation();
+  void* p = injected ? nullptr : arena->allocate(bytes);
   if (!p && bytes > 0) {
     // As the real allocator: synchronize (kernels are synchronous here),
     // release what is cached (nothing is), retry once.
-    p = arena->allocate(bytes);
+    if (!injected) p = arena->allocate(bytes);
     if (p) {
       arena->countRetry();
     } else {
       arena->countOom();
+      const uint64_t cap = arena->capacity(), limit = arena->limit(), in_use = arena->bytesInUse();
+      if (modes & runtime::kHistory) history::recordOom(device, bytes, limit > in_use ? limit - in_use : 0);
+      std::ostringstream why;
+      if (injected)
+        why << " This failure was injected (NEURON_SIM_FAIL_ALLOC_AT or torch_neuron_sim.inject_oom).";
+      if (limit < cap)
+        why << " set_per_process_memory_fraction limits this process to " << humanBytes(limit) << " (" << limit
+            << " bytes) of it.";
       TORCH_CHECK_WITH(OutOfMemoryError, false,
           "neuron out of memory on neuron:", device, ". Tried to allocate ", humanBytes(bytes), " (", bytes,
-          " bytes); the device has ", humanBytes(arena->capacity()), " of HBM (", arena->capacity(),
-          " bytes) with ", humanBytes(arena->bytesInUse()), " (", arena->bytesInUse(),
-          " bytes) in use and a largest free block of ", humanBytes(arena->largestFreeBlock()),
-          ". NRT allocation failed for size ", bytes, " (OOM). Free tensors you no longer need, "
+          " bytes); the device has ", humanBytes(cap), " of HBM (", cap,
+          " bytes) with ", humanBytes(in_use), " (", in_use,
+          " bytes) in use and a largest free block of ", humanBytes(arena->largestFreeBlock()), ".", why.str(),
+          " NRT allocation failed for size ", bytes, " (OOM). Free tensors you no longer need, "
           "lower the batch size, or model a larger device with NEURON_SIM_PROFILE / NEURON_SIM_HBM_GB.");
     }
   }
+  if (C10_UNLIKELY(modes & (runtime::kHistory | runtime::kGuard)) && p) history::recordAlloc(device, p, bytes);
   return c10::DataPtr(p, p, &arenaDelete, label);
 }
 

@@ -5,6 +5,7 @@
 #include <ATen/ops/copy.h>
 #include <torch/library.h>
 
+#include "../runtime/host_access.h"
 #include "dtype_policy.h"
 #include "neuron.h"
 
@@ -18,6 +19,7 @@ bool is64(at::ScalarType s) { return s == at::kDouble || s == at::kLong; }
 at::Tensor onHost(const at::Tensor& t) { return t.device().type() == kNeuron ? hostAlias(t) : t; }
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+  runtime::HostAccess access;  // NEURON_SIM_PROTECT: copies touch arena pages
   TORCH_CHECK(self.device().type() == kNeuron || self.device().is_cpu(), "neuron: cannot copy from ", self.device(),
               " to ", dst.device(), "; move the tensor to the CPU first");
   TORCH_CHECK(dst.device().type() == kNeuron || dst.device().is_cpu(), "neuron: cannot copy from ", self.device(),
@@ -37,6 +39,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 }
 
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  runtime::HostAccess access;
   return at::_local_scalar_dense(hostAlias(self));
 }
 

@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "../runtime/device.h"
+#include "../runtime/host_access.h"
 #include "compile_cache.h"
 #include "dtype_policy.h"
 #include "generator.h"
@@ -159,6 +160,7 @@ void neuronKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* sta
   if (C10_UNLIKELY(runtime::inBadFork())) {
     try { runtime::checkNotForked(); } catch (const std::exception& ex) { TORCH_CHECK(false, ex.what()); }
   }
+  runtime::HostAccess access;  // NEURON_SIM_PROTECT: kernels may touch arena pages
   OpEntry& e = opEntry(op);
   if (e.native.load(std::memory_order_relaxed)) {
     e.executed.fetch_add(1, std::memory_order_relaxed);

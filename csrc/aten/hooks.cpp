@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "../runtime/device.h"
+#include "../runtime/host_access.h"
 #include "generator.h"
 #include "neuron.h"
 
@@ -87,6 +88,7 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
     int device = s->device().index();
     c10::DataPtr fresh = allocateOn(device, newsize, neuronDevice(device));
     size_t keep = std::min(newsize, s->nbytes());
+    runtime::HostAccess access;  // NEURON_SIM_PROTECT
     if (keep > 0) std::memcpy(fresh.get(), s->data(), keep);
     s->set_data_ptr_noswap(std::move(fresh));
     s->set_nbytes(newsize);

@@ -13,6 +13,7 @@
 
 #include <cstring>
 
+#include "../runtime/host_access.h"
 #include "neuron.h"
 
 namespace neuron_sim {
@@ -25,6 +26,7 @@ void ensureStorageBytes(const at::Tensor& self, size_t nbytes) {
   TORCH_CHECK(s->resizable(), "Trying to resize storage that is not resizable");
   int device = self.device().index();
   c10::DataPtr fresh = allocateOn(device, nbytes, neuronDevice(device));
+  runtime::HostAccess access;  // NEURON_SIM_PROTECT
   if (s->nbytes() > 0 && s->data()) std::memcpy(fresh.get(), s->data(), s->nbytes());
   s->set_data_ptr_noswap(std::move(fresh));
   s->set_nbytes(nbytes);

@@ -7,9 +7,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "debug_modes.h"
+#include "host_access.h"
+
 namespace neuron_sim::runtime {
 
-Arena::Arena(uint64_t capacity) : capacity_(capacity) {
+Arena::Arena(uint64_t capacity) : capacity_(capacity), limit_(capacity) {
   // MAP_NORESERVE: the capacity is address space, not RAM. A 24 GiB device
   // costs host memory only for pages a kernel actually touches.
   void* p = mmap(nullptr, capacity_, PROT_READ | PROT_WRITE,
@@ -20,6 +23,7 @@ Arena::Arena(uint64_t capacity) : capacity_(capacity) {
                              ". Lower NEURON_SIM_HBM_GB or the number of devices");
   base_ = reinterpret_cast<uintptr_t>(p);
   insertFree(0, capacity_);
+  registerProtectedRange(base_, capacity_);
 }
 
 Arena::~Arena() { munmap(reinterpret_cast<void*>(base_), capacity_); }
@@ -35,43 +39,86 @@ void Arena::eraseFree(uint64_t offset, uint64_t size) {
 }
 
 void* Arena::allocate(uint64_t requested) {
-  std::lock_guard<std::mutex> g(mu_);
-  stats_.allocation_requests++;
-  if (requested == 0) return nullptr;
-  uint64_t size = (requested + kAlignment - 1) / kAlignment * kAlignment;
-  auto it = free_by_size_.lower_bound({size, 0});
-  if (it == free_by_size_.end()) return nullptr;
-  auto [free_size, offset] = *it;
-  eraseFree(offset, free_size);
-  if (free_size > size) insertFree(offset + size, free_size - size);  // split
-  live_.emplace(offset, Live{size, requested});
-  stats_.allocated_bytes.add(static_cast<int64_t>(requested));
-  stats_.active_bytes.add(static_cast<int64_t>(requested));
-  stats_.reserved_bytes.add(static_cast<int64_t>(size));
-  return reinterpret_cast<void*>(base_ + offset);
+  const uint32_t modes = debugModes();
+  const bool guarded = (modes & kGuard) != 0;
+  const uint64_t front = guarded ? kGuardBytes : 0;
+  // A guarded block has kGuardBytes before the data and at least as many after.
+  const uint64_t size = (requested + 2 * front + kAlignment - 1) / kAlignment * kAlignment;
+  uint64_t offset;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stats_.allocation_requests++;
+    if (requested == 0) return nullptr;
+    if (static_cast<uint64_t>(stats_.reserved_bytes.current) + size > limit_) return nullptr;
+    auto it = free_by_size_.lower_bound({size, 0});
+    if (it == free_by_size_.end()) return nullptr;
+    uint64_t free_size = it->first;
+    offset = it->second;
+    eraseFree(offset, free_size);
+    if (free_size > size) insertFree(offset + size, free_size - size);  // split
+    live_.emplace(offset + front, Live{offset, size, requested, guarded});
+    stats_.allocated_bytes.add(static_cast<int64_t>(requested));
+    stats_.active_bytes.add(static_cast<int64_t>(requested));
+    stats_.reserved_bytes.add(static_cast<int64_t>(size));
+  }
+  auto* block = reinterpret_cast<unsigned char*>(base_ + offset);
+  if (modes & (kGuard | kPoison)) {
+    // The block is ours alone until we return it: no lock needed to fill it.
+    HostAccess access;
+    if (guarded) {
+      std::memset(block, kGuardByte, front);
+      std::memset(block + front + requested, kGuardByte, size - front - requested);
+    }
+    if (modes & kPoison) std::memset(block + front, kPoisonByte, requested);
+  }
+  return block + front;
 }
 
-uint64_t Arena::free(void* ptr) {
+int64_t Arena::firstDamagedByte(uint64_t data_offset, const Live& b) const {
+  const auto* block = reinterpret_cast<const unsigned char*>(base_ + b.offset);
+  const uint64_t front = data_offset - b.offset;
+  for (uint64_t i = 0; i < front; ++i)
+    if (block[i] != kGuardByte) return static_cast<int64_t>(i) - static_cast<int64_t>(front);
+  for (uint64_t i = front + b.requested; i < b.size; ++i)
+    if (block[i] != kGuardByte) return static_cast<int64_t>(i - front);
+  return kIntact;
+}
+
+FreedBlock Arena::free(void* ptr) {
   std::lock_guard<std::mutex> g(mu_);
-  uint64_t offset = reinterpret_cast<uintptr_t>(ptr) - base_;
-  auto it = live_.find(offset);
+  const uint64_t data_offset = reinterpret_cast<uintptr_t>(ptr) - base_;
+  auto it = live_.find(data_offset);
   if (it == live_.end())
     throw std::runtime_error("free of a pointer that is not a live block of this arena");
-  Live b = it->second;
+  const Live b = it->second;
+  FreedBlock result;
+  result.requested = b.requested;
+  result.size = b.size;
+  const bool poison = debugMode(kPoison);
+  if (b.guarded || poison) {
+    HostAccess access;
+    if (b.guarded) {
+      int64_t at = firstDamagedByte(data_offset, b);
+      result.guard_damaged = at != kIntact;
+      result.first_damaged_byte = result.guard_damaged ? at : 0;
+    }
+    // Reads of freed memory through a stale pointer now see NaN.
+    if (poison) std::memset(reinterpret_cast<void*>(base_ + b.offset), kPoisonByte, b.size);
+  }
   live_.erase(it);
   stats_.allocated_bytes.sub(static_cast<int64_t>(b.requested));
   stats_.active_bytes.sub(static_cast<int64_t>(b.requested));
   stats_.reserved_bytes.sub(static_cast<int64_t>(b.size));
   stats_.num_tensor_frees++;
   // Coalesce with the free neighbours on both sides.
-  uint64_t start = offset, size = b.size;
-  auto next = free_by_offset_.lower_bound(offset);
-  if (next != free_by_offset_.end() && next->first == offset + size) {
+  uint64_t start = b.offset, size = b.size;
+  auto next = free_by_offset_.lower_bound(start);
+  if (next != free_by_offset_.end() && next->first == start + size) {
     uint64_t nsize = next->second;
     eraseFree(next->first, nsize);
     size += nsize;
   }
-  auto prev = free_by_offset_.lower_bound(offset);
+  auto prev = free_by_offset_.lower_bound(start);
   if (prev != free_by_offset_.begin()) {
     --prev;
     if (prev->first + prev->second == start) {
@@ -82,7 +129,29 @@ uint64_t Arena::free(void* ptr) {
     }
   }
   insertFree(start, size);
-  return b.requested;
+  return result;
+}
+
+std::vector<GuardDamage> Arena::checkGuards() const {
+  std::lock_guard<std::mutex> g(mu_);
+  std::vector<GuardDamage> out;
+  HostAccess access;
+  for (const auto& [data_offset, b] : live_) {
+    if (!b.guarded) continue;
+    int64_t at = firstDamagedByte(data_offset, b);
+    if (at != kIntact) out.push_back({base_ + data_offset, b.requested, at});
+  }
+  return out;
+}
+
+void Arena::setLimit(uint64_t bytes) {
+  std::lock_guard<std::mutex> g(mu_);
+  limit_ = bytes < capacity_ ? bytes : capacity_;
+}
+
+uint64_t Arena::limit() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return limit_;
 }
 
 void Arena::releaseFreePages() {
@@ -139,8 +208,8 @@ void Arena::resetAccumulated() {
 std::vector<BlockInfo> Arena::blocks() const {
   std::lock_guard<std::mutex> g(mu_);
   std::map<uint64_t, BlockInfo> all;
-  for (auto [off, size] : free_by_offset_) all.emplace(off, BlockInfo{off, size, 0, false});
-  for (auto& [off, b] : live_) all.emplace(off, BlockInfo{off, b.size, b.requested, true});
+  for (auto [off, size] : free_by_offset_) all.emplace(off, BlockInfo{off, size, 0, false, off});
+  for (auto& [data, b] : live_) all.emplace(b.offset, BlockInfo{b.offset, b.size, b.requested, true, data});
   std::vector<BlockInfo> out;
   out.reserve(all.size());
   for (auto& [off, b] : all) out.push_back(b);

@@ -1,6 +1,8 @@
 // One device's HBM: a virtual range of the full capacity reserved up front
 // (only touched pages cost host RAM), carved by a best-fit allocator with
-// alignment, block splitting and coalescing of neighbours on free.
+// alignment, block splitting and coalescing of neighbours on free. Debug
+// modes (debug_modes.h) add poisoning and guard bytes to blocks; an optional
+// limit (set_per_process_memory_fraction) caps the bytes held by blocks.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -30,15 +32,33 @@ struct ArenaStats {
   int64_t num_segments = 0, num_free_blocks = 0, largest_free_block = 0;
 };
 
-// A block as a snapshot sees it.
+// A block as a snapshot sees it. Under NEURON_SIM_GUARD a live block starts
+// with guard bytes: the tensor's data begins at user_offset, not offset.
 struct BlockInfo {
   uint64_t offset, size, requested;
   bool allocated;
+  uint64_t user_offset;
+};
+
+// What free() found. Guard damage is reported, not thrown: free runs in
+// deleters, which must not throw; the caller decides how to report it.
+struct FreedBlock {
+  uint64_t requested = 0, size = 0;
+  bool guard_damaged = false;
+  int64_t first_damaged_byte = 0;  // relative to the data pointer; < 0 means before it
+};
+
+struct GuardDamage {
+  uintptr_t data;  // the block's data pointer
+  uint64_t requested;
+  int64_t first_damaged_byte;
 };
 
 class Arena {
  public:
   static constexpr uint64_t kAlignment = 512;  // as CUDA's caching allocator rounds
+  static constexpr uint64_t kGuardBytes = 512; // before and (at least) after a guarded block
+  static constexpr unsigned char kGuardByte = 0xFD;
 
   explicit Arena(uint64_t capacity);
   ~Arena();
@@ -48,8 +68,14 @@ class Arena {
   // Returns nullptr if no free range fits (the caller decides whether that is
   // an OOM, after its retry). size 0 is a valid request that returns nullptr.
   void* allocate(uint64_t size);
-  // Frees a pointer this arena returned; returns the requested size.
-  uint64_t free(void* ptr);
+  // Frees a pointer this arena returned.
+  FreedBlock free(void* ptr);
+  // Guard bytes of every live guarded block that were overwritten.
+  std::vector<GuardDamage> checkGuards() const;
+  // Caps the bytes held by live blocks (set_per_process_memory_fraction);
+  // allocations beyond it fail as if the device were full.
+  void setLimit(uint64_t bytes);
+  uint64_t limit() const;
   bool owns(const void* ptr) const {
     auto p = reinterpret_cast<uintptr_t>(ptr);
     return p >= base_ && p < base_ + capacity_;
@@ -71,15 +97,18 @@ class Arena {
  private:
   void insertFree(uint64_t offset, uint64_t size);
   void eraseFree(uint64_t offset, uint64_t size);
+  struct Live { uint64_t offset, size, requested; bool guarded; };
+  static constexpr int64_t kIntact = INT64_MIN;
+  int64_t firstDamagedByte(uint64_t data_offset, const Live& b) const;  // kIntact if none
 
   uintptr_t base_ = 0;
   uint64_t capacity_;
   mutable std::mutex mu_;
   std::map<uint64_t, uint64_t> free_by_offset_;           // offset -> size
   std::set<std::pair<uint64_t, uint64_t>> free_by_size_;  // (size, offset): best fit
-  struct Live { uint64_t size, requested; };
-  std::unordered_map<uint64_t, Live> live_;               // offset -> block
+  std::unordered_map<uint64_t, Live> live_;               // data offset -> block
   ArenaStats stats_;
+  uint64_t limit_;
 };
 
 }  // namespace neuron_sim::runtime

@@ -49,6 +49,10 @@ Arena& arena(int index) {
   return *a;
 }
 
+Arena* reservedArena(int index) {
+  return index >= 0 && index < kMaxDevices ? g_arenas[index].load(std::memory_order_acquire) : nullptr;
+}
+
 Arena* arenaOwning(const void* ptr) {
   for (int i = 0; i < kMaxDevices; ++i) {
     Arena* a = g_arenas[i].load(std::memory_order_acquire);

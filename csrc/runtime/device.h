@@ -19,6 +19,8 @@ void checkDevice(int index);
 Arena& arena(int index);
 // The arena a pointer lies in, or nullptr.
 Arena* arenaOwning(const void* ptr);
+// The arena of a device if it was already reserved, else nullptr (never reserves).
+Arena* reservedArena(int index);
 
 int currentDevice();          // thread-local, 0 by default
 void setCurrentDevice(int index);

@@ -1,0 +1,42 @@
+#include "debug_modes.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "fault_injection.h"
+
+namespace neuron_sim::runtime {
+namespace {
+
+bool envOn(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0 && std::strcmp(v, "false") != 0 && std::strcmp(v, "off") != 0;
+}
+
+uint32_t fromEnvironment() {
+  uint32_t m = 0;
+  if (envOn("NEURON_SIM_POISON")) m |= kPoison;
+  if (envOn("NEURON_SIM_GUARD")) m |= kGuard;
+  if (envOn("NEURON_SIM_PROTECT")) m |= kProtect;
+  if (const char* v = std::getenv("NEURON_SIM_FAIL_ALLOC_AT")) {
+    long long n = std::atoll(v);
+    if (n > 0) {
+      detail::setCountdown(n);
+      m |= kFailAlloc;
+    }
+  }
+  return m;
+}
+
+}  // namespace
+
+namespace detail {
+std::atomic<uint32_t> g_debug_modes{fromEnvironment()};
+}
+
+void setDebugMode(DebugMode m, bool on) {
+  if (on) detail::g_debug_modes.fetch_or(m, std::memory_order_relaxed);
+  else detail::g_debug_modes.fetch_and(~static_cast<uint32_t>(m), std::memory_order_relaxed);
+}
+
+}  // namespace neuron_sim::runtime
