@@ -45,11 +45,14 @@ def _split(name: str) -> tuple[str, str]:
 
 
 def _needs_direct_kernel(name: str) -> bool:
-    # Ops with a CPU kernel reach our PrivateUse1 fallback on their own. Ops
-    # whose only kernel is CompositeExplicitAutograd never would: they get
-    # the native kernel registered directly. CompositeImplicitAutograd ops
+    # Ops with only backend kernels (CPU, CUDA...) reach our PrivateUse1
+    # fallback on their own. An op with a CompositeExplicitAutograd[NonFunctional]
+    # kernel never would: that kernel serves every backend without one of its
+    # own (e.g. native_layer_norm would run its batch-norm-based math version;
+    # add.Tensor would allocate and call add.out), so native ops of that kind
+    # get the native kernel registered directly. CompositeImplicitAutograd ops
     # must not (it would bypass their autograd); they decompose into ops the
-    # table decides on.
+    # table decides on, unless the op also has a CPU kernel (below).
     if name in _NEVER_DIRECT:
         return False
     base, overload = _split(name)
@@ -59,8 +62,14 @@ def _needs_direct_kernel(name: str) -> bool:
         return False
     has = torch._C._dispatch_has_kernel_for_dispatch_key
     full = name
-    return (has(full, "CompositeExplicitAutograd") and not has(full, "CompositeImplicitAutograd")
-            and not has(full, "CPU"))
+    if has(full, "CPU"):
+        # A CPU kernel means autograd on CPU already comes from a derivative
+        # formula, not from the composite: the same holds for neuron. (This
+        # catches ops like silu_backward, which also carry a composite math
+        # version that would run on neuron with different rounding.)
+        return True
+    explicit = has(full, "CompositeExplicitAutograd") or has(full, "CompositeExplicitAutogradNonFunctional")
+    return explicit and not has(full, "CompositeImplicitAutograd")
 
 
 def _apply(names: list[str], version: str) -> None:
