@@ -35,6 +35,7 @@ std::string humanBytes(uint64_t b) {
 }
 
 thread_local int t_arena_device = -1;
+c10::DeleterFnPtr g_cpu_raw_deleter = nullptr;  // the wrapped CPU allocator's
 
 void fillStat(c10::CachingDeviceAllocator::StatArray& dst, const runtime::Stat& src) {
   for (auto& s : dst) {  // aggregate; the arena has a single pool
@@ -108,13 +109,18 @@ class HostAllocatorWrapper final : public c10::Allocator {
     if (t_arena_device >= 0) return allocateOn(t_arena_device, n, c10::Device(c10::kCPU));
     return cpu_->allocate(n);
   }
-  c10::DeleterFnPtr raw_deleter() const override {
-    return t_arena_device >= 0 ? nullptr : cpu_->raw_deleter();
-  }
+  // raw_allocate/raw_deallocate (used by oneDNN) may pair an allocation made
+  // inside an ArenaScope with a free made outside it: the deleter decides by
+  // the pointer, not by the scope.
+  c10::DeleterFnPtr raw_deleter() const override { return &rawDelete; }
   void copy_data(void* dst, const void* src, std::size_t n) const override { std::memcpy(dst, src, n); }
   c10::Allocator* wrapped() const { return cpu_; }
 
  private:
+  static void rawDelete(void* p) {
+    if (runtime::arenaOwning(p)) arenaDelete(p);
+    else g_cpu_raw_deleter(p);
+  }
   c10::Allocator* cpu_;
 };
 
@@ -142,10 +148,11 @@ int deviceIndexOf(const Arena* a) {
       << " were overwritten, found when the block was freed.\n  block: " << f.requested << " bytes ("
       << humanBytes(f.requested) << ") at " << ptr << "\n  first damaged byte: ";
   if (f.first_damaged_byte >= 0)
-    msg << "offset " << f.first_damaged_byte << ", " << (f.first_damaged_byte - static_cast<int64_t>(f.requested))
-        << " bytes past the end (an out-of-bounds write after the data)";
+    msg << "offset " << f.first_damaged_byte << " from the data pointer, byte "
+        << (f.first_damaged_byte - static_cast<int64_t>(f.requested) + 1)
+        << " past the end (an out-of-bounds write after the data)";
   else
-    msg << -f.first_damaged_byte << " bytes before the start (an out-of-bounds write before the data)";
+    msg << "byte " << -f.first_damaged_byte << " before the start (an out-of-bounds write before the data)";
   msg << "\n  allocated at (most recent call last):\n" << history::allocationSite(ptr)
       << "  A kernel or a host write through data_ptr() wrote beyond this tensor. Aborting: the write may have "
          "corrupted another tensor. torch_neuron_sim.memory.check_guards() finds damage without aborting.\n";
@@ -221,6 +228,7 @@ ArenaScope::~ArenaScope() { t_arena_device = previous_; }
 
 void installHostAllocatorWrapper() {
   static HostAllocatorWrapper* wrapper = [] {
+    g_cpu_raw_deleter = c10::GetCPUAllocator()->raw_deleter();
     auto* w = new HostAllocatorWrapper(c10::GetCPUAllocator());
     c10::SetAllocator(c10::kCPU, w, /*priority=*/100);
     return w;

@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -14,6 +15,9 @@ namespace {
 std::mutex g_mu;
 std::atomic<Arena*> g_arenas[kMaxDevices];  // lock-free reads on the hot path
 std::atomic<bool> g_initialized{false};
+// Bounds of all reserved arenas: most host pointers are rejected in two loads.
+std::atomic<uintptr_t> g_lowest{UINTPTR_MAX};
+std::atomic<uintptr_t> g_highest{0};
 std::atomic<bool> g_bad_fork{false};
 thread_local int t_current_device = 0;
 
@@ -43,6 +47,8 @@ Arena& arena(int index) {
   a = g_arenas[index].load();
   if (!a) {
     a = new Arena(deviceTable().hbm_per_device);  // lives for the process, like the device
+    if (a->base() < g_lowest.load()) g_lowest.store(a->base());
+    if (a->base() + a->capacity() > g_highest.load()) g_highest.store(a->base() + a->capacity());
     g_arenas[index].store(a, std::memory_order_release);
   }
   markInitialized();
@@ -54,6 +60,8 @@ Arena* reservedArena(int index) {
 }
 
 Arena* arenaOwning(const void* ptr) {
+  auto p = reinterpret_cast<uintptr_t>(ptr);
+  if (p < g_lowest.load(std::memory_order_relaxed) || p >= g_highest.load(std::memory_order_relaxed)) return nullptr;
   for (int i = 0; i < kMaxDevices; ++i) {
     Arena* a = g_arenas[i].load(std::memory_order_acquire);
     if (a && a->owns(ptr)) return a;
