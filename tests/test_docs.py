@@ -1,0 +1,25 @@
+"""Code excerpts in docs/ stay true to the source: a fenced block preceded by
+`<!-- source: path -->` must appear verbatim in that file."""
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXCERPT = re.compile(r"<!-- source: (\S+) -->\s*\n```\w*\n(.*?)```", re.S)
+
+
+def excerpts():
+    for doc in sorted((ROOT / "docs").glob("*.md")):
+        for m in EXCERPT.finditer(doc.read_text()):
+            yield pytest.param(doc.name, m.group(1), m.group(2), id=f"{doc.name}:{m.group(1)}")
+
+
+@pytest.mark.parametrize("doc,source,code", list(excerpts()))
+def test_excerpt_matches_source(doc, source, code):
+    text = (ROOT / source).read_text()
+    assert code.strip() in text, f"{doc}: the excerpt from {source} no longer matches the source"
+
+
+def test_there_are_excerpts_to_check():
+    assert len(list(excerpts())) >= 1
