@@ -12,6 +12,7 @@
 #include <torch/library.h>
 
 #include <memory>
+#include <optional>
 
 #include "../runtime/device.h"
 #include "../runtime/host_access.h"
@@ -125,6 +126,8 @@ void runNative(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
   c10::SmallVector<Aliased, 8> aliased;
   for (size_t i = first; i < first + nargs; ++i) (*stack)[i] = aliasArg((*stack)[i], aliased);
   useDeviceGenerators(e, stack, first, device);
+  std::optional<HostDefaultGeneratorRedirect> rng;  // native_dropout draws without a Generator? argument
+  if (C10_UNLIKELY(e.draws_host_default)) rng.emplace(defaultGenerator(static_cast<c10::DeviceIndex>(device)));
   Narrowed narrowed;  // the 64-bit rule: compute float64/int64 in 32 bits
   const bool narrow = narrowArguments(e, stack, first, nargs, narrowed);
   {
@@ -152,6 +155,12 @@ void runFallback(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
     const size_t nargs = op.schema().arguments().size();
     const size_t first = stack->size() - nargs;
     useDeviceGenerators(e, stack, first, opDevice(c10::ArrayRef<c10::IValue>(stack->data() + first, nargs)));
+  }
+  std::optional<HostDefaultGeneratorRedirect> rng;
+  if (C10_UNLIKELY(e.draws_host_default)) {
+    const size_t nargs = op.schema().arguments().size();
+    rng.emplace(defaultGenerator(static_cast<c10::DeviceIndex>(
+        opDevice(c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - nargs, nargs)))));
   }
   at::native::cpu_fallback(op, stack);
 }

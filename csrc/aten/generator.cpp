@@ -25,8 +25,7 @@ uint64_t mix(uint64_t x) {
 
 NeuronGeneratorImpl::NeuronGeneratorImpl(c10::DeviceIndex index, uint64_t seed)
     : c10::GeneratorImpl(neuronDevice(index), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
-      seed_(seed),
-      host_(at::make_generator<at::CPUGeneratorImpl>(seed)) {}
+      seed_(seed) {}
 
 void NeuronGeneratorImpl::set_current_seed(uint64_t seed) {
   seed_ = seed;
@@ -59,10 +58,13 @@ c10::intrusive_ptr<c10::TensorImpl> NeuronGeneratorImpl::get_state() const {
 }
 
 at::Generator NeuronGeneratorImpl::nextHostGenerator() {
-  std::lock_guard<std::mutex> g(mutex_);
-  host_.set_current_seed(mix(seed_ ^ mix(offset_)));
-  offset_++;
-  return host_;
+  uint64_t seed;
+  {
+    std::lock_guard<std::mutex> g(mutex_);
+    seed = mix(seed_ ^ mix(offset_));
+    offset_++;
+  }
+  return at::make_generator<at::CPUGeneratorImpl>(seed);
 }
 
 NeuronGeneratorImpl* NeuronGeneratorImpl::clone_impl() const {
@@ -89,6 +91,20 @@ const at::Generator& defaultGenerator(c10::DeviceIndex index) {
 at::Generator hostGeneratorOf(const at::Generator& g) {
   if (g.device().type() == kNeuron) return g.get<NeuronGeneratorImpl>()->nextHostGenerator();
   return g;
+}
+
+HostDefaultGeneratorRedirect::HostDefaultGeneratorRedirect(const at::Generator& device_generator) {
+  at::Generator host = hostGeneratorOf(device_generator);
+  at::Generator cpu = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(cpu.mutex());
+  saved_ = cpu.get_state();
+  cpu.set_state(host.get_state());
+}
+
+HostDefaultGeneratorRedirect::~HostDefaultGeneratorRedirect() {
+  at::Generator cpu = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(cpu.mutex());
+  cpu.set_state(saved_);
 }
 
 }  // namespace neuron_sim

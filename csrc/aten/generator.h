@@ -6,6 +6,7 @@
 // its 16-byte state, and independent of the CPU generator.
 #pragma once
 #include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/GeneratorImpl.h>
 
 namespace neuron_sim {
@@ -20,18 +21,35 @@ class NeuronGeneratorImpl final : public c10::GeneratorImpl {
   uint64_t get_offset() const override { return offset_; }
   void set_state(const c10::TensorImpl& state) override;
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
-  // The host generator for the next random op (advances the offset).
+  // A host generator for the next random op, seeded from (seed, offset);
+  // advances the offset. Takes the generator's mutex.
   at::Generator nextHostGenerator();
 
  private:
   NeuronGeneratorImpl* clone_impl() const override;
   uint64_t seed_;
   uint64_t offset_ = 0;
-  at::Generator host_;
 };
 
 const at::Generator& defaultGenerator(c10::DeviceIndex index);
-// The host generator a CPU kernel draws from on behalf of a neuron generator.
+// The host generator a CPU kernel draws from on behalf of a neuron generator
+// (a fresh one per op: concurrent ops never share a host generator).
 at::Generator hostGeneratorOf(const at::Generator& g);
+
+// A random op with no Generator? argument (native_dropout) draws from the CPU
+// default generator inside its CPU kernel. While alive, that generator draws
+// the neuron generator's next numbers instead; its own state is put back
+// afterwards, so the CPU stream neither feeds nor notices the op. (Other
+// threads drawing CPU numbers during that window would see the swap.)
+class HostDefaultGeneratorRedirect {
+ public:
+  explicit HostDefaultGeneratorRedirect(const at::Generator& device_generator);
+  ~HostDefaultGeneratorRedirect();
+  HostDefaultGeneratorRedirect(const HostDefaultGeneratorRedirect&) = delete;
+  HostDefaultGeneratorRedirect& operator=(const HostDefaultGeneratorRedirect&) = delete;
+
+ private:
+  at::Tensor saved_;
+};
 
 }  // namespace neuron_sim

@@ -61,6 +61,7 @@ OpEntry& opEntry(const c10::OperatorHandle& op) {
     slot->base = name.name;
     slot->name = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
     slot->native = isNative(t, *slot);
+    slot->draws_host_default = name.name == "aten::native_dropout";
     auto colons = name.name.find("::");
     slot->untracked = untrackedNames().count(name.name.substr(colons == std::string::npos ? 0 : colons + 2)) > 0;
     const auto& args = op.schema().arguments();

@@ -21,6 +21,7 @@ struct OpEntry {
   std::atomic<uint64_t> fallbacks{0};
   std::atomic<bool> announced{false};
   std::vector<size_t> generator_args;  // positions of Generator? arguments
+  bool draws_host_default = false;      // random without a Generator? argument (native_dropout)
   // Schema facts for the 64-bit policy, computed once (dtype_policy.cpp).
   uint64_t written_args = 0;           // bit i: the op writes argument i (in-place self, out=)
   std::vector<size_t> dtype_args;      // positions of ScalarType? arguments (dtype=)
