@@ -59,3 +59,13 @@ from .streams import (  # noqa: E402
 
 tracking._install()
 native_ops._load_default()
+
+# Trainium semantics and the migration report (docs/semantics.md, docs/migration-report.md)
+from . import compat, compile_cache, dtype_policy, metrics  # noqa: E402
+from .compat import install_torch_neuronx_alias  # noqa: E402
+from .report import report  # noqa: E402
+
+dtype_policy._install()
+compile_cache._install()
+metrics._install()
+compat._configure()

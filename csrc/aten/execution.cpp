@@ -173,7 +173,22 @@ void neuronKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* sta
   OpEntry& e = opEntry(op);
   if (e.native.load(std::memory_order_relaxed)) {
     e.executed.fetch_add(1, std::memory_order_relaxed);
-    runNative(op, e, stack);
+    try {
+      runNative(op, e, stack);
+    } catch (const c10::IndexError&) {
+      throw;  // argument errors are the caller's, on device or not (facts §2d)
+    } catch (const c10::ValueError&) {
+      throw;
+    } catch (const c10::TypeError&) {
+      throw;
+    } catch (const c10::Error& ex) {
+      // The real backend retries a failing native op on the CPU, where this
+      // kernel (the same one) would fail the same way - unless told not to.
+      if (!fallbackOnlyForUnimplemented()) throw;
+      TORCH_CHECK(false, "CPU fallback disabled because TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1: "
+                  "operator '", e.name, "' is implemented on Neuron but failed: ", ex.what_without_backtrace(),
+                  "\nUnset the variable (or set it to 0) to let failing ops fall back to CPU.");
+    }
   } else {
     runFallback(op, e, stack);
   }

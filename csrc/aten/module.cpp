@@ -223,4 +223,5 @@ PYBIND11_MODULE(_C, m) {
     setFallbackReporter(&reportThroughPython);
   });
   m.def("_set_report_active", &setReportActive);
+  m.def("_set_fallback_only_for_unimplemented", &setFallbackOnlyForUnimplemented);
 }

@@ -171,6 +171,10 @@ void reportFallback(const OpEntry& e) {
   if (g_reporter) g_reporter(e.name);
 }
 
+std::atomic<bool> g_fallback_only_unimplemented{false};
+void setFallbackOnlyForUnimplemented(bool on) { g_fallback_only_unimplemented = on; }
+bool fallbackOnlyForUnimplemented() { return g_fallback_only_unimplemented.load(std::memory_order_relaxed); }
+
 void setFallbackMode(FallbackMode mode) { g_mode = mode; }
 FallbackMode fallbackMode() { return g_mode.load(std::memory_order_relaxed); }
 void setFallbackAnnouncer(void (*announce)(const std::string&)) { g_announce = announce; }

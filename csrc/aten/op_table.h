@@ -67,6 +67,11 @@ void setReportActive(bool active);
 bool reportActive();
 void reportFallback(const OpEntry& e);
 
+// TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1: a native op whose
+// kernel fails raises "CPU fallback disabled ..." instead of retrying on CPU.
+void setFallbackOnlyForUnimplemented(bool on);
+bool fallbackOnlyForUnimplemented();
+
 enum class FallbackMode { kWarn, kError };
 void setFallbackMode(FallbackMode mode);
 FallbackMode fallbackMode();

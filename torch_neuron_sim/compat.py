@@ -1,0 +1,122 @@
+"""The torch_neuronx API (facts §1a-§1c) over the emulator, and the opt-in
+alias that makes `import torch_neuronx` resolve to it, so code and tests
+written for the real backend run unmodified on machines without Trainium:
+
+    torch_neuron_sim.install_torch_neuronx_alias()
+    NEURON_SIM_TORCH_NEURONX_ALIAS=1 python train.py   # installed when torch (or we) is imported
+
+This module is what `torch_neuronx` becomes. Environment variables of the
+real backend that carry meaning here are read at import (see _configure):
+TORCH_NEURONX_LOG_LEVEL, TORCH_NEURONX_LOG_FILE, TORCH_NEURONX_METRICS_ENABLED,
+TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS; the device variables
+(NEURON_RT_VISIBLE_CORES, NEURON_RT_NUM_CORES, NEURON_LOGICAL_NC_CONFIG) are
+read by the C++ device table, NEURON_LAUNCH_BLOCKING by torch_neuron_sim.streams.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any, Callable
+
+import torch_neuron_sim as _sim
+from . import _C, memory, metrics
+from .device import current_device, device_count, get_device_properties, set_device, synchronize
+from .memory import (
+    empty_cache, max_memory_allocated, max_memory_reserved, memory_allocated, memory_reserved, memory_stats,
+    memory_summary, reset_accumulated_memory_stats, reset_peak_memory_stats,
+)
+from .tracking import clear_op_tracking, get_executed_ops, get_fallback_ops
+
+__version__ = "0.1.0"  # the torch_neuronx pre-release the facts describe
+
+ALIAS_ENV = "NEURON_SIM_TORCH_NEURONX_ALIAS"
+_STREAM_NAMES = ("current_stream", "default_stream", "set_stream", "stream", "Stream", "Event")
+
+
+def __getattr__(name: str) -> Any:
+    # Streams and the device context manager live in their own modules.
+    if name in _STREAM_NAMES:
+        return getattr(_sim, name)
+    if name == "device":
+        return _sim.device
+    raise AttributeError(f"module 'torch_neuronx' (torch_neuron_sim emulator) has no attribute '{name}'")
+
+
+def is_neuron_runtime_initialized() -> bool:
+    return _C._is_initialized()
+
+
+def _lazy_init() -> None:
+    """Raises in a child process forked after the parent used neuron (use 'spawn')."""
+    _C._lazy_init()
+
+
+def get_dynamo_metrics() -> list:
+    """torch.compile graph metrics. The emulator compiles no graphs: always empty."""
+    return []
+
+
+def reset_dynamo_metrics() -> None:
+    pass
+
+
+def _not_emulated(feature: str, way_out: str) -> NotImplementedError:
+    _C._note_unsupported(feature)
+    return NotImplementedError(f"torch_neuronx emulator: {feature} cannot run here: {way_out}")
+
+
+def nki_op(*args: Any, **kwargs: Any) -> Callable:
+    """NKI kernels are Trainium machine code; the emulator cannot run them."""
+    raise _not_emulated("NKI kernels (nki_op)", "they are compiled by neuronx-cc for the NeuronCore engines. "
+                        "Keep a PyTorch reference implementation for the emulator and call the NKI kernel "
+                        "only when running on Trainium.")
+
+
+def wrap_nki(*args: Any, **kwargs: Any) -> Callable:
+    raise _not_emulated("NKI kernels (wrap_nki)", "they are compiled by neuronx-cc for the NeuronCore engines. "
+                        "Keep a PyTorch reference implementation for the emulator and call the NKI kernel "
+                        "only when running on Trainium.")
+
+
+class NeuronProfiler:
+    """The device profiler reads Neuron runtime traces, which do not exist here."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        raise _not_emulated("NeuronProfiler", "it records Neuron runtime (NRT) traces. Use "
+                            "torch.profiler.profile(activities=[ProfilerActivity.CPU]) for the host side, "
+                            "and the migration report (python -m torch_neuron_sim report) for op placement.")
+
+
+# ---- environment -------------------------------------------------------------
+
+_LOG_LEVELS = {"0": logging.ERROR, "1": logging.WARNING, "2": logging.INFO, "3": logging.DEBUG,
+               "ERROR": logging.ERROR, "WARNING": logging.WARNING, "INFO": logging.INFO, "DEBUG": logging.DEBUG}
+
+
+def _configure() -> None:
+    log = logging.getLogger("torch_neuron_sim")
+    level = os.environ.get("TORCH_NEURONX_LOG_LEVEL", "").strip().upper()
+    if level:
+        if level not in _LOG_LEVELS:
+            raise ValueError(f"TORCH_NEURONX_LOG_LEVEL={level!r}: use 0-3 or ERROR, WARNING, INFO, DEBUG")
+        log.setLevel(_LOG_LEVELS[level])
+    path = os.environ.get("TORCH_NEURONX_LOG_FILE", "").strip()
+    if path:
+        handler = logging.FileHandler(path)
+        handler.setFormatter(logging.Formatter("[Neuron] [%(levelname)s] %(message)s"))
+        log.addHandler(handler)
+    only = os.environ.get("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS", "0").strip().lower()
+    _C._set_fallback_only_for_unimplemented(only in ("1", "true", "yes"))
+    if os.environ.get(ALIAS_ENV, "").strip().lower() in ("1", "true", "yes"):
+        install_torch_neuronx_alias()
+
+
+def install_torch_neuronx_alias() -> None:
+    """Make `import torch_neuronx` (and torch_neuronx.metrics / .memory)
+    resolve to the emulator in this process. Opt-in: it shadows a real
+    torch_neuronx installation."""
+    this = sys.modules[__name__]
+    sys.modules["torch_neuronx"] = this
+    sys.modules["torch_neuronx.metrics"] = metrics
+    sys.modules["torch_neuronx.memory"] = memory

@@ -1,0 +1,41 @@
+"""The 64-bit rule (docs/semantics.md): Trainium has no 64-bit arithmetic, so
+native ops compute float64 in float32 and int64 in int32 and cast results
+back; fallback ops compute on the CPU at full precision; storage keeps the
+requested dtype. NEURON_SIM_DTYPE_POLICY=exact turns the narrowing off (for
+debugging: does my numerical difference come from the 64-bit rule?)."""
+from __future__ import annotations
+
+import os
+
+from . import _C
+
+POLICIES = ("trainium", "exact")
+
+
+def set_dtype_policy(policy: str) -> None:
+    """'trainium' (default): native ops compute 64-bit types in 32 bits. 'exact': full precision."""
+    _C._set_dtype_policy(policy)
+
+
+def get_dtype_policy() -> str:
+    return _C._dtype_policy()
+
+
+def downcast_counts() -> dict[str, dict[str, int]]:
+    """Per native op overload, how many float64 / int64 tensors it computed in 32 bits
+    (since the last clear_op_tracking())."""
+    return {s["name"]: {"float64": s["downcasts_f64"], "int64": s["downcasts_i64"]}
+            for s in _C._op_stats() if s["downcasts_f64"] or s["downcasts_i64"]}
+
+
+def host_casts_64bit() -> int:
+    """Copies that converted to or from float64/int64 with a neuron tensor on
+    either side: the real backend does these on the host."""
+    return _C._host_casts64()
+
+
+def _install() -> None:
+    policy = os.environ.get("NEURON_SIM_DTYPE_POLICY", "trainium").strip().lower() or "trainium"
+    if policy not in POLICIES:
+        raise ValueError(f"NEURON_SIM_DTYPE_POLICY={policy!r}: use 'trainium' (default) or 'exact'")
+    set_dtype_policy(policy)

@@ -1,0 +1,236 @@
+"""The migration report: what a program would meet on Trainium.
+
+    with torch_neuron_sim.report() as r:
+        train()
+    print(r.text())            # or r.data (a dict), r.to_json()
+
+    python -m torch_neuron_sim report train.py --epochs 1   # the same, for an unmodified script
+
+It lists the ops that left the device (with counts and the user source lines
+that issued them), the native ops, the 64-bit computations narrowed to 32
+bits, unsupported features hit, peak HBM per device against capacity, and the
+eager compilations (distinct op signatures) with the ops that saw many shapes.
+
+Cost: native ops pay nothing extra (their counters always run in C++). A
+fallback op, while a report is active, calls back into Python once to record
+the source line: the stack walk happens only there.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import sysconfig
+import threading
+from collections import Counter
+from typing import Any, Optional
+
+import torch
+
+from . import _C
+
+MANY_SHAPES = 5  # an op with at least this many signatures is a dynamic-shape risk
+
+_PKG_DIRS = tuple(os.path.dirname(p) + os.sep for p in (torch.__file__, __file__))
+_STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
+_active: Optional["Report"] = None
+_lock = threading.Lock()
+
+
+def _user_site() -> str:
+    """The innermost frame outside torch, this package and the standard
+    library: the user's line that issued the op."""
+    f = sys._getframe(2)
+    while f is not None:
+        path = f.f_code.co_filename
+        if not (path.startswith(_PKG_DIRS) or path.startswith(_STDLIB) or path.startswith("<frozen")):
+            return f"{path}:{f.f_lineno}"
+        f = f.f_back
+    # No Python frame: the autograd engine runs backward ops on its own thread.
+    return "<backward pass>" if threading.current_thread() is not threading.main_thread() else "<unknown>"
+
+
+def _record_fallback(op_name: str) -> None:
+    r = _active
+    if r is not None:
+        r._sites[(op_name, _user_site())] += 1
+
+
+def _snapshot() -> dict[str, Any]:
+    return {
+        "ops": {s["name"]: s for s in _C._op_stats()},
+        "unsupported": dict(_C._unsupported_hits()),
+        "host_casts": _C._host_casts64(),
+    }
+
+
+class Report:
+    """Collects while active (between start() and stop(), or as a context
+    manager); `data` holds the result afterwards. Counts are the activity
+    inside the window; peak HBM is measured from start() (the peaks are reset)."""
+
+    def __init__(self, many_shapes: int = MANY_SHAPES):
+        self.many_shapes = many_shapes
+        self.data: dict[str, Any] = {}
+        self.error: Optional[str] = None
+        self._sites: Counter = Counter()
+        self._start: dict[str, Any] = {}
+
+    # ---- collecting ------------------------------------------------------------
+    def start(self) -> "Report":
+        global _active
+        with _lock:
+            if _active is not None:
+                raise RuntimeError("a torch_neuron_sim report is already active in this process")
+            _active = self
+        self._start = _snapshot()
+        for i in range(torch.neuron.device_count()):
+            if _C._is_initialized():
+                torch.neuron.reset_peak_memory_stats(i)
+        _C._set_fallback_reporter(_record_fallback)
+        _C._set_report_active(True)
+        return self
+
+    def stop(self) -> "Report":
+        global _active
+        _C._set_report_active(False)
+        with _lock:
+            _active = None
+        self.data = self._collect()
+        return self
+
+    def __enter__(self) -> "Report":
+        return self.start()
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc is not None:
+            self.error = f"{exc_type.__name__}: {exc}"
+        self.stop()
+        return False
+
+    def _collect(self) -> dict[str, Any]:
+        before, now = self._start, _snapshot()
+        zero = {"executed": 0, "fallbacks": 0, "downcasts_f64": 0, "downcasts_i64": 0, "compilations": 0,
+                "cache_hits": 0}
+        delta = {}
+        for name, s in now["ops"].items():
+            b = before["ops"].get(name, zero)
+            d = {k: s[k] - b[k] for k in zero}
+            if any(d.values()):
+                delta[name] = d
+        sites: dict[str, list] = {}
+        for (op, site), n in sorted(self._sites.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1])):
+            sites.setdefault(op, []).append({"site": site, "count": n})
+        fallback = [{"op": op, "count": d["fallbacks"], "sites": sites.get(op, [])}
+                    for op, d in sorted(delta.items(), key=lambda kv: (-kv[1]["fallbacks"], kv[0])) if d["fallbacks"]]
+        native = [{"op": op, "count": d["executed"]}
+                  for op, d in sorted(delta.items(), key=lambda kv: (-kv[1]["executed"], kv[0])) if d["executed"]]
+        downcasts = [{"op": op, "float64": d["downcasts_f64"], "int64": d["downcasts_i64"]}
+                     for op, d in sorted(delta.items()) if d["downcasts_f64"] or d["downcasts_i64"]]
+        unsupported = [{"feature": f, "count": n - before["unsupported"].get(f, 0)}
+                       for f, n in now["unsupported"].items() if n - before["unsupported"].get(f, 0)]
+        memory = []
+        if _C._is_initialized():
+            for i in range(torch.neuron.device_count()):
+                peak = torch.neuron.max_memory_allocated(i)
+                if peak:
+                    cap = torch.neuron.get_device_properties(i).total_memory
+                    memory.append({"device": f"neuron:{i}", "peak_bytes": peak, "capacity_bytes": cap,
+                                   "fraction": peak / cap})
+        signatures = sum(d["compilations"] for d in delta.values())
+        many = [{"op": op, "signatures": d["compilations"]}
+                for op, d in sorted(delta.items(), key=lambda kv: (-kv[1]["compilations"], kv[0]))
+                if d["compilations"] >= self.many_shapes]
+        return {
+            "native_op_table": _native_table_version(),
+            "dtype_policy": _C._dtype_policy(),
+            "fallback_ops": fallback,
+            "native_ops": native,
+            "downcasts_64bit": downcasts,
+            "host_casts_64bit": now["host_casts"] - before["host_casts"],
+            "unsupported_features": unsupported,
+            "memory": memory,
+            "compilation": {"distinct_signatures": signatures,
+                            "cache_hits": sum(d["cache_hits"] for d in delta.values()),
+                            "simulated_ms_per_compile": _C._compile_latency_ms(),
+                            "ops_with_many_shapes": many, "many_shapes_threshold": self.many_shapes},
+            "error": self.error,
+        }
+
+    # ---- output ----------------------------------------------------------------
+    @property
+    def fallback_ops(self) -> list[str]:
+        return [f["op"] for f in self.data.get("fallback_ops", [])]
+
+    def to_json(self, indent: int = 2) -> str:
+        return json.dumps(self.data, indent=indent)
+
+    def text(self) -> str:
+        d = self.data
+        out = ["", "=" * 78, " torch_neuron_sim migration report"
+               f"  (native-op table {d['native_op_table']}, dtype policy {d['dtype_policy']})", "=" * 78]
+        fb = d["fallback_ops"]
+        out.append(f"\nOps that fall back to CPU on Trainium: {len(fb)} op(s), "
+                   f"{sum(f['count'] for f in fb)} call(s)")
+        for f in fb:
+            out.append(f"  {f['op']:<44} {f['count']:>8} call(s)")
+            for s in f["sites"][:5]:
+                out.append(f"      {s['count']:>6} x  {_short(s['site'])}")
+            if len(f["sites"]) > 5:
+                out.append(f"      ... {len(f['sites']) - 5} more source line(s)")
+        if not fb:
+            out.append("  none: every op ran natively")
+        nat = d["native_ops"]
+        out.append(f"\nNative ops (run on the NeuronCore): {len(nat)} op(s), {sum(n['count'] for n in nat)} call(s)")
+        for n in nat[:12]:
+            out.append(f"  {n['op']:<44} {n['count']:>8} call(s)")
+        if len(nat) > 12:
+            out.append(f"  ... and {len(nat) - 12} more (--json lists all)")
+        dc = d["downcasts_64bit"]
+        out.append(f"\n64-bit values computed in 32 bits (native ops): {len(dc)} op(s)")
+        for c in dc:
+            out.append(f"  {c['op']:<44} float64->float32: {c['float64']:>6}   int64->int32: {c['int64']:>6}")
+        out.append(f"  casts to/from 64-bit types done on the host: {d['host_casts_64bit']}")
+        un = d["unsupported_features"]
+        out.append(f"\nUnsupported features hit: {len(un)}")
+        for u in un:
+            out.append(f"  {u['feature']:<44} {u['count']:>8} time(s)")
+        out.append("\nPeak HBM per device (allocated, against capacity):")
+        for m in d["memory"]:
+            out.append(f"  {m['device']:<10} {_gib(m['peak_bytes'])} of {_gib(m['capacity_bytes'])} "
+                       f"({100 * m['fraction']:.2f}%)")
+        if not d["memory"]:
+            out.append("  no device memory used")
+        c = d["compilation"]
+        out.append(f"\nEager compilations (distinct op signatures): {c['distinct_signatures']}, "
+                   f"cache hits: {c['cache_hits']}")
+        if c["simulated_ms_per_compile"]:
+            out.append(f"  simulated compile time: {c['simulated_ms_per_compile'] * c['distinct_signatures'] / 1000:.2f} s"
+                       f" ({c['simulated_ms_per_compile']:g} ms each, NEURON_SIM_COMPILE_MS)")
+        out.append(f"  ops with >= {c['many_shapes_threshold']} signatures (dynamic-shape risk under torch.compile): "
+                   f"{len(c['ops_with_many_shapes'])}")
+        for m in c["ops_with_many_shapes"]:
+            out.append(f"  {m['op']:<44} {m['signatures']:>8} signatures")
+        if d.get("error"):
+            out.append(f"\nThe program raised: {d['error']}")
+        out.append("=" * 78)
+        return "\n".join(out) + "\n"
+
+
+def _short(site: str) -> str:
+    cwd = os.getcwd() + os.sep
+    return site[len(cwd):] if site.startswith(cwd) else site
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.3f} GiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
+
+
+def _native_table_version() -> str:
+    from . import native_ops
+    return native_ops.version()
+
+
+def report(many_shapes: int = MANY_SHAPES) -> Report:
+    """A report to use as a context manager: `with torch_neuron_sim.report() as r:`."""
+    return Report(many_shapes)
