@@ -34,6 +34,7 @@ $(STAMPS)/install: $(STAMPS)/deps pyproject.toml setup.py
 
 demo: setup
 	$(PY) examples/demo.py
+	$(PY) -m torch_neuron_sim report examples/transformer_lm.py
 
 test: setup
 	$(PY) -m pytest -q

@@ -28,8 +28,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--fail-on-fallback", action="store_true",
                    help=f"exit with status {FALLBACK_EXIT} if any op fell back to CPU (for CI gates)")
     r.add_argument("--map-cuda", action="store_true", help='send "cuda" devices to neuron (torch.cuda.* too)')
-    r.add_argument("--many-shapes", type=int, default=5, metavar="N",
-                   help="flag ops that saw at least N distinct signatures (default 5)")
+    r.add_argument("--many-shapes", type=int, default=16, metavar="N",
+                   help="flag ops that saw at least N distinct signatures (default 16)")
     r.add_argument("script", help="the Python script to run")
     r.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     return p

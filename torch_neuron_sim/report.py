@@ -29,7 +29,7 @@ import torch
 
 from . import _C
 
-MANY_SHAPES = 5  # an op with at least this many signatures is a dynamic-shape risk
+MANY_SHAPES = 16  # an op compiled for at least this many signatures is a dynamic-shape risk
 
 _PKG_DIRS = tuple(os.path.dirname(p) + os.sep for p in (torch.__file__, __file__))
 _STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
@@ -209,8 +209,10 @@ class Report:
                        f" ({c['simulated_ms_per_compile']:g} ms each, NEURON_SIM_COMPILE_MS)")
         out.append(f"  ops with >= {c['many_shapes_threshold']} signatures (dynamic-shape risk under torch.compile): "
                    f"{len(c['ops_with_many_shapes'])}")
-        for m in c["ops_with_many_shapes"]:
+        for m in c["ops_with_many_shapes"][:10]:
             out.append(f"  {m['op']:<44} {m['signatures']:>8} signatures")
+        if len(c["ops_with_many_shapes"]) > 10:
+            out.append(f"  ... and {len(c['ops_with_many_shapes']) - 10} more (--json lists all)")
         if d.get("error"):
             out.append(f"\nThe program raised: {d['error']}")
         out.append("=" * 78)
