@@ -1,0 +1,113 @@
+"""The memory API of the real backend (facts §1b, §6) on torch.neuron and
+through torch.accelerator, plus mem_get_info and the per-process fraction."""
+import pytest
+import torch
+
+import torch_neuron_sim
+
+KEYS = {"allocated_bytes", "reserved_bytes", "active_bytes", "num_alloc_retries", "num_ooms", "num_tensor_frees",
+        "allocation_requests"}
+DEV = 2  # a device other tests use little
+
+
+def test_torch_neuron_memory_is_the_memory_module():
+    assert torch.neuron.memory is torch_neuron_sim.memory
+    for name in ("memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+                 "reset_peak_memory_stats", "reset_accumulated_memory_stats", "memory_summary", "empty_cache",
+                 "mem_get_info", "set_per_process_memory_fraction"):
+        assert callable(getattr(torch.neuron, name)), name
+
+
+def test_memory_stats_keys_and_accounting():
+    s = torch.neuron.memory_stats(DEV)
+    assert set(s) == KEYS
+    for k in ("allocated_bytes", "reserved_bytes", "active_bytes"):
+        assert set(s[k]) == {"current", "peak", "allocated", "freed"}
+    before = s
+    x = torch.empty(1000, dtype=torch.uint8, device=f"neuron:{DEV}")
+    s = torch.neuron.memory_stats(DEV)
+    assert s["allocated_bytes"]["current"] == before["allocated_bytes"]["current"] + 1000  # exact bytes
+    assert s["active_bytes"]["current"] == s["allocated_bytes"]["current"]
+    assert s["reserved_bytes"]["current"] == before["reserved_bytes"]["current"] + 1024  # 512-byte blocks
+    assert s["allocated_bytes"]["allocated"] == before["allocated_bytes"]["allocated"] + 1000
+    assert s["allocation_requests"] == before["allocation_requests"] + 1
+    del x
+    s2 = torch.neuron.memory_stats(DEV)
+    assert s2["allocated_bytes"]["current"] == before["allocated_bytes"]["current"]
+    assert s2["allocated_bytes"]["freed"] == before["allocated_bytes"]["freed"] + 1000
+    assert s2["num_tensor_frees"] == before["num_tensor_frees"] + 1
+
+
+def test_peaks_and_resets():
+    torch.neuron.reset_peak_memory_stats(DEV)
+    base = torch.neuron.memory_allocated(DEV)
+    assert torch.neuron.max_memory_allocated(DEV) == base
+    x = torch.empty(1 << 20, dtype=torch.uint8, device=f"neuron:{DEV}")
+    del x
+    assert torch.neuron.memory_allocated(DEV) == base
+    assert torch.neuron.max_memory_allocated(DEV) == base + (1 << 20)
+    assert torch.neuron.max_memory_reserved(DEV) >= base + (1 << 20)
+    torch.neuron.reset_peak_memory_stats(DEV)
+    assert torch.neuron.max_memory_allocated(DEV) == base
+    torch.neuron.reset_accumulated_memory_stats(DEV)
+    s = torch.neuron.memory_stats(DEV)
+    assert s["allocation_requests"] == s["num_tensor_frees"] == s["num_ooms"] == 0
+    assert s["allocated_bytes"]["allocated"] == s["allocated_bytes"]["freed"] == 0
+    assert s["allocated_bytes"]["current"] == base  # current is not accumulated
+
+
+def test_accelerator_reads_the_same_numbers():
+    x = torch.empty(4096, dtype=torch.uint8, device=f"neuron:{DEV}")
+    assert torch.accelerator.memory_allocated(DEV) == torch.neuron.memory_allocated(DEV)
+    assert torch.accelerator.memory_reserved(DEV) == torch.neuron.memory_reserved(DEV)
+    assert torch.accelerator.memory_stats(DEV)["num_ooms"] == torch.neuron.memory_stats(DEV)["num_ooms"]
+    assert torch.accelerator.get_memory_info(DEV) == torch.neuron.mem_get_info(DEV)
+    del x
+
+
+def test_mem_get_info_and_summary():
+    free, total = torch.neuron.mem_get_info(DEV)
+    assert total == 24 * 2**30 and free == total - torch.neuron.memory_reserved(DEV)
+    text = torch.neuron.memory_summary(DEV)
+    assert f"Neuron Memory Summary, Device {DEV}" in text
+    for row in ("Allocated memory", "Reserved memory", "Active memory", "OOMs", "Retries"):
+        assert row in text
+    assert torch.neuron.memory_summary(DEV, abbreviated=True) == text  # ignored, as on the real backend
+
+
+def test_empty_cache_returns_free_pages_and_keeps_live_data():
+    x = torch.full((1 << 18,), 3.0, device=f"neuron:{DEV}")
+    y = torch.ones(1 << 18, device=f"neuron:{DEV}")
+    del y
+    torch.neuron.empty_cache()
+    assert x.sum().item() == 3.0 * (1 << 18)
+    z = torch.zeros(1 << 18, device=f"neuron:{DEV}")  # a released page reads back as zeros: still correct
+    assert z.abs().sum().item() == 0
+
+
+def test_per_process_memory_fraction_raises_the_real_oom():
+    cap = torch.neuron.get_device_properties(DEV).total_memory
+    ooms = torch.neuron.memory_stats(DEV)["num_ooms"]
+    torch.neuron.set_per_process_memory_fraction(0.25, DEV)
+    try:
+        assert torch.neuron.get_per_process_memory_fraction(DEV) == pytest.approx(0.25)
+        ok = torch.empty(cap // 8, dtype=torch.uint8, device=f"neuron:{DEV}")  # within the cap
+        with pytest.raises(torch.OutOfMemoryError, match=r"set_per_process_memory_fraction limits.*6.00 GiB"):
+            torch.empty(cap // 8 + cap // 8, dtype=torch.uint8, device=f"neuron:{DEV}")
+        assert torch.neuron.memory_stats(DEV)["num_ooms"] == ooms + 1
+        del ok
+        big = torch.empty(cap // 5, dtype=torch.uint8, device=f"neuron:{DEV}")  # fits once freed
+        del big
+    finally:
+        torch.neuron.set_per_process_memory_fraction(1.0, DEV)
+    big = torch.empty(cap // 2, dtype=torch.uint8, device=f"neuron:{DEV}")
+    del big
+    with pytest.raises(ValueError, match="Allowed range"):
+        torch.neuron.set_per_process_memory_fraction(1.5, DEV)
+
+
+def test_oom_is_catchable_and_the_device_stays_usable():
+    cap = torch.neuron.get_device_properties(DEV).total_memory
+    with pytest.raises(torch.OutOfMemoryError, match=r"NRT allocation failed for size \d+ \(OOM\)"):
+        torch.empty(cap + 1, dtype=torch.uint8, device=f"neuron:{DEV}")
+    assert (torch.ones(3, device=f"neuron:{DEV}") * 2).sum().item() == 6

@@ -1,0 +1,159 @@
+"""The allocator under stress: random allocate/free/empty_cache sequences
+(hypothesis), concurrent threads, a long training loop, and the host memory
+a large simulated device really costs."""
+import threading
+
+import torch
+from hypothesis import settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from torch_neuron_sim import _C
+from conftest import run_python
+
+DEVICES = [2, 3]
+
+
+def arena_blocks(device):
+    return _C._arena_blocks(device)  # (offset, size, requested, allocated) in address order
+
+
+class ArenaMachine(RuleBasedStateMachine):
+    """Live tensors are the model: the arena must agree with them at every step."""
+
+    def __init__(self):
+        super().__init__()
+        self.live = []  # (tensor, device, requested bytes, fill value)
+        self.base_allocated = {d: torch.neuron.memory_allocated(d) for d in DEVICES}
+        self.base_blocks = {d: arena_blocks(d) for d in DEVICES}
+        self.next_value = 1
+
+    def _keep(self, t, device, nbytes):
+        value = self.next_value % 250 + 1
+        self.next_value += 1
+        t.fill_(value)
+        self.live.append((t, device, nbytes, value))
+
+    @rule(device=st.sampled_from(DEVICES),
+          nbytes=st.integers(1, 1 << 20) | st.sampled_from([1, 511, 512, 513, 4096, 3 << 20]))
+    def allocate(self, device, nbytes):
+        self._keep(torch.empty(nbytes, dtype=torch.uint8, device=f"neuron:{device}"), device, nbytes)
+
+    @rule(device=st.sampled_from(DEVICES), n=st.integers(1, 4096))
+    def compute(self, device, n):  # outputs allocated by a kernel inside the arena
+        t = (torch.ones(n, dtype=torch.int32, device=f"neuron:{device}") * 3).to(torch.uint8)
+        self._keep(t, device, n)
+
+    @precondition(lambda self: self.live)
+    @rule(data=st.data())
+    def free(self, data):
+        del self.live[data.draw(st.integers(0, len(self.live) - 1))]
+
+    @rule()
+    def empty_cache(self):
+        torch.neuron.empty_cache()
+
+    @invariant()
+    def arena_agrees_with_live_tensors(self):
+        for d in DEVICES:
+            mine = [(t.data_ptr(), n) for t, dev, n, _ in self.live if dev == d]
+            assert torch.neuron.memory_allocated(d) == self.base_allocated[d] + sum(n for _, n in mine)
+            mine.sort()
+            for (p0, n0), (p1, _) in zip(mine, mine[1:]):
+                assert p0 + n0 <= p1, "two live blocks overlap"
+            base = _C._arena_base(d)
+            starts = {base + off: req for off, _, req, alloc in arena_blocks(d) if alloc}
+            for p, n in mine:
+                assert starts.get(p) == n, "a live tensor is not a live block of its size"
+        for t, _, _, value in self.live[-3:]:  # contents survive other allocations and frees
+            assert bool((t == value).all())
+
+    def teardown(self):
+        self.live.clear()
+        for d in DEVICES:
+            after = arena_blocks(d)
+            assert after == self.base_blocks[d], "free ranges did not coalesce back"
+            if not any(alloc for *_, alloc in self.base_blocks[d]):
+                assert after == [(0, torch.neuron.get_device_properties(d).total_memory, 0, False)]
+
+
+TestArenaStateMachine = ArenaMachine.TestCase
+TestArenaStateMachine.settings = settings(settings(), stateful_step_count=30)
+
+
+def test_two_threads_allocate_and_free_concurrently():
+    d = DEVICES[0]
+    base_allocated, base_blocks = torch.neuron.memory_allocated(d), arena_blocks(d)
+    errors = []
+
+    def worker(seed):
+        g = torch.Generator().manual_seed(seed)
+        try:
+            held = []
+            for i in range(1000):
+                n = int(torch.randint(1, 1 << 16, (1,), generator=g))
+                t = torch.full((n,), float(seed), device=f"neuron:{d}")
+                held.append(t)
+                if len(held) > 8:
+                    x = held.pop(int(torch.randint(0, len(held), (1,), generator=g)))
+                    assert (x == seed).all().item(), "another thread's data appeared in my tensor"
+        except Exception as e:  # surfaced by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert torch.neuron.memory_allocated(d) == base_allocated
+    assert arena_blocks(d) == base_blocks
+
+
+def test_ten_thousand_training_steps_leak_nothing():
+    torch.manual_seed(0)
+    dev = f"neuron:{DEVICES[1]}"
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1)).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x, y = torch.randn(16, 4, device=dev), torch.randn(16, 1, device=dev)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    first = step().item()  # creates the momentum buffers
+    start = torch.neuron.memory_allocated(DEVICES[1])
+    for _ in range(10_000):
+        loss = step()
+    assert loss.item() < first
+    del loss
+    assert torch.neuron.memory_allocated(DEVICES[1]) == start
+
+
+def test_a_24_gib_device_costs_only_the_pages_touched():
+    r = run_python("""
+        import torch, torch_neuron_sim
+        def rss():
+            with open("/proc/self/status") as f:
+                return next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmRSS"))
+        MiB = 2**20
+        print(torch.neuron.get_device_properties(0).total_memory // 2**30)
+        r0 = rss()
+        x = torch.empty(20 * 2**30, dtype=torch.uint8, device="neuron")   # 20 GiB, untouched
+        r1 = rss()
+        x[: 64 * MiB].fill_(1)                                             # touch 64 MiB of it
+        r2 = rss()
+        del x
+        torch.neuron.empty_cache()                                         # pages go back to the host
+        r3 = rss()
+        print((r1 - r0) // MiB, (r2 - r1) // MiB, (r2 - r3) // MiB)
+    """)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split("\n")
+    assert lines[0] == "24"
+    reserve, touched, released = map(int, lines[1].split())
+    assert reserve < 8  # reserving 20 GiB costs (almost) nothing
+    assert 60 <= touched <= 64 + 16  # touching 64 MiB costs 64 MiB
+    assert released >= 60  # empty_cache returns them

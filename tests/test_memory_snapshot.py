@@ -1,0 +1,135 @@
+"""Snapshots in torch.cuda.memory's format, rendered by PyTorch's own
+visualizer, with the arena's blocks and the Python stack of each allocation."""
+import base64
+import pickle
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torch_neuron_sim
+
+DEV = 3
+
+
+@pytest.fixture
+def history():
+    torch.neuron.memory._record_memory_history(clear_history=True)
+    yield
+    torch.neuron.memory._record_memory_history(enabled=None, clear_history=True)
+
+
+def allocate_weights():  # a named frame the snapshot must show
+    return torch.empty(3000, dtype=torch.uint8, device=f"neuron:{DEV}")
+
+
+def blocks_of(snap, device):
+    (seg,) = [s for s in snap["segments"] if s["device"] == device]
+    return seg
+
+
+def test_snapshot_segments_cover_the_arena_and_show_fragmentation(history):
+    a = allocate_weights()
+    b = torch.empty(5000, dtype=torch.uint8, device=f"neuron:{DEV}")
+    c = torch.empty(100, dtype=torch.uint8, device=f"neuron:{DEV}")
+    del b  # a hole between a and c
+    seg = blocks_of(torch.neuron.memory._snapshot(), DEV)
+    assert seg["total_size"] == torch.neuron.get_device_properties(DEV).total_memory
+    addr = seg["address"]
+    for blk in seg["blocks"]:  # contiguous, in address order, covering the segment
+        assert blk["address"] == addr
+        addr += blk["size"]
+    assert addr == seg["address"] + seg["total_size"]
+    by_addr = {blk["address"]: blk for blk in seg["blocks"]}
+    assert by_addr[a.data_ptr()]["state"] == "active_allocated"
+    assert by_addr[a.data_ptr()]["requested_size"] == 3000 and by_addr[a.data_ptr()]["size"] == 3072
+    hole = by_addr[a.data_ptr() + 3072]
+    assert hole["state"] == "inactive" and hole["size"] == 5120  # the freed block stays a visible gap
+    assert by_addr[c.data_ptr()]["state"] == "active_allocated"
+    live = [blk for blk in seg["blocks"] if blk["state"] == "active_allocated"]
+    assert sum(blk["requested_size"] for blk in live) == torch.neuron.memory_allocated(DEV)
+    del a, c
+
+
+def test_blocks_and_trace_carry_python_stacks(history):
+    a = allocate_weights()
+    del a
+    b = allocate_weights()
+    snap = torch.neuron.memory._snapshot()
+    trace = snap["device_traces"][DEV]
+    actions = [(e["action"], e["size"]) for e in trace]
+    assert actions == [("alloc", 3000), ("free_requested", 3000), ("free_completed", 3000), ("alloc", 3000)]
+    frames = trace[0]["frames"]
+    assert frames[0]["name"] == "allocate_weights" and frames[0]["filename"] == __file__
+    assert frames[1]["name"] == "test_blocks_and_trace_carry_python_stacks"
+    assert all(isinstance(e["time_us"], int) for e in trace)
+    block = next(blk for blk in blocks_of(snap, DEV)["blocks"] if blk["address"] == b.data_ptr())
+    assert block["frames"][0]["name"] == "allocate_weights"
+    del b
+
+
+def test_trace_records_ooms_and_respects_max_entries():
+    torch.neuron.memory._record_memory_history(max_entries=3, clear_history=True)
+    try:
+        for _ in range(3):
+            allocate_weights()
+        with pytest.raises(torch.OutOfMemoryError):
+            torch.empty(1 << 50, dtype=torch.uint8, device=f"neuron:{DEV}")
+        trace = torch.neuron.memory._snapshot()["device_traces"][DEV]
+        assert len(trace) == 3 and trace[-1]["action"] == "oom" and trace[-1]["size"] == 1 << 50
+        assert trace[-1]["device_free"] > 0
+    finally:
+        torch.neuron.memory._record_memory_history(enabled=None, clear_history=True)
+
+
+def test_nothing_is_recorded_when_history_is_off():
+    torch.neuron.memory._record_memory_history(enabled=None, clear_history=True)
+    a = allocate_weights()
+    snap = torch.neuron.memory._snapshot()
+    assert snap["device_traces"][DEV] == []
+    block = next(blk for blk in blocks_of(snap, DEV)["blocks"] if blk["address"] == a.data_ptr())
+    assert block["frames"] == []
+    del a
+
+
+def test_state_mode_keeps_stacks_without_a_trace():
+    torch.neuron.memory._record_memory_history(enabled="state", clear_history=True)
+    try:
+        a = allocate_weights()
+        snap = torch.neuron.memory._snapshot()
+        assert snap["device_traces"][DEV] == []
+        block = next(blk for blk in blocks_of(snap, DEV)["blocks"] if blk["address"] == a.data_ptr())
+        assert block["frames"][0]["name"] == "allocate_weights"
+    finally:
+        torch.neuron.memory._record_memory_history(enabled=None)
+
+
+def viz(*args):
+    return subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_pytorch_memory_viz_renders_a_dumped_snapshot(history, tmp_path):
+    a = allocate_weights()
+    b = torch.empty(1 << 20, dtype=torch.float32, device=f"neuron:{DEV}")
+    del a
+    path = tmp_path / "snapshot.pickle"
+    torch.neuron.memory._dump_snapshot(str(path))
+    del b
+
+    html = tmp_path / "out.html"
+    r = viz("trace_plot", str(path), "-o", str(html))
+    assert r.returncode == 0, r.stderr
+    page = html.read_text()
+    assert "MemoryViz.js" in page and "Active Memory Timeline" in page
+    embedded = re.search(r'"base64": "([^"]+)"', page).group(1)
+    data = pickle.loads(base64.b64decode(embedded))  # the page carries our snapshot, intact
+    assert [e["action"] for e in data["device_traces"][DEV]] == ["alloc", "alloc", "free_requested", "free_completed"]
+
+    from torch.cuda import _memory_viz
+
+    summary = _memory_viz.segsum(data)  # checks that the blocks account for every byte of the arena
+    assert "total_reserved:" in summary and "segments:" in summary
+    assert f"Device {DEV}" in _memory_viz.trace(data)
