@@ -168,7 +168,7 @@ def check_guards() -> None:
         return
     lines = [f"{len(damaged)} neuron block(s) have overwritten guard bytes (an out-of-bounds write):"]
     for dev, ptr, size, at, site in damaged:
-        where = (f"{at - size} bytes past the end" if at >= 0 else f"{-at} bytes before the start")
+        where = (f"offset {at}, byte {at - size + 1} past the end" if at >= 0 else f"byte {-at} before the start")
         lines.append(f"- neuron:{dev} block of {size} bytes at {ptr:#x}: first damaged byte {where}; "
                      f"allocated at (most recent call last):\n{site.rstrip()}")
     raise RuntimeError("\n".join(lines))
