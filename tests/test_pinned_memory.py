@@ -17,6 +17,8 @@ def test_pin_memory_makes_a_pinned_copy():
     assert p.data_ptr() != x.data_ptr() and torch.equal(p, x)
     assert p.pin_memory().data_ptr() == p.data_ptr()  # already pinned: returned as is
     assert p[3:].is_pinned()  # a view of pinned memory is pinned
+    inner = p.untyped_storage()[8:]  # so is a storage that starts inside a pinned block
+    assert inner.is_pinned() and torch.empty(0).set_(inner, 0, (2,), (1,)).is_pinned()
     assert torch.empty(4, pin_memory=True).is_pinned()
     assert torch.zeros(2, 3, pin_memory=True).is_pinned()
     del p  # freeing pinned memory forgets it

@@ -8,47 +8,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <unordered_set>
 
 #include "../runtime/device.h"
 #include "../runtime/host_access.h"
 #include "generator.h"
 #include "neuron.h"
+#include "pinned_memory.h"
 
 namespace neuron_sim {
 namespace {
-
-// Page-locked host memory has no meaning without DMA; what users rely on is
-// that pin_memory() returns a tensor that reports is_pinned().
-class PinnedHostAllocator final : public c10::Allocator {
- public:
-  c10::DataPtr allocate(size_t n) override {
-    void* p = nullptr;
-    if (n > 0 && posix_memalign(&p, 64, n) != 0) TORCH_CHECK_WITH(OutOfMemoryError, false, "pinned host allocation of ", n, " bytes failed");
-    if (p) {
-      std::lock_guard<std::mutex> g(mu());
-      live().insert(p);
-    }
-    return c10::DataPtr(p, p, &release, c10::Device(c10::kCPU));
-  }
-  c10::DeleterFnPtr raw_deleter() const override { return &release; }
-  void copy_data(void* dst, const void* src, std::size_t n) const override { std::memcpy(dst, src, n); }
-  static bool isPinned(const void* p) {
-    std::lock_guard<std::mutex> g(mu());
-    return live().count(const_cast<void*>(p)) > 0;
-  }
-
- private:
-  static std::mutex& mu() { static std::mutex m; return m; }
-  static std::unordered_set<void*>& live() { static std::unordered_set<void*> s; return s; }
-  static void release(void* p) {
-    if (!p) return;
-    { std::lock_guard<std::mutex> g(mu()); live().erase(p); }
-    std::free(p);
-  }
-};
-
-PinnedHostAllocator g_pinned;
 
 struct NeuronHooks final : public at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
@@ -79,8 +47,8 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
       if (runtime::isInitialized() && runtime::arenaOwning(data) == &runtime::arena(i)) return neuronDevice(i);
     TORCH_CHECK(false, "pointer ", data, " does not lie in any neuron device's HBM arena");
   }
-  bool isPinnedPtr(const void* data) const override { return PinnedHostAllocator::isPinned(data); }
-  at::Allocator* getPinnedMemoryAllocator() const override { return &g_pinned; }
+  bool isPinnedPtr(const void* data) const override { return isPinnedHostPtr(data); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return pinnedHostAllocator(); }
   void init() const override {}
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     c10::StorageImpl* s = storage.unsafeGetStorageImpl();
