@@ -111,3 +111,14 @@ def test_oom_is_catchable_and_the_device_stays_usable():
     with pytest.raises(torch.OutOfMemoryError, match=r"NRT allocation failed for size \d+ \(OOM\)"):
         torch.empty(cap + 1, dtype=torch.uint8, device=f"neuron:{DEV}")
     assert (torch.ones(3, device=f"neuron:{DEV}") * 2).sum().item() == 6
+
+
+def test_docs_code_excerpts_match_the_source():
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "memory.md").read_text()
+    source = " ".join((root / "csrc" / "runtime" / "arena.cpp").read_text().split())
+    for block in re.findall(r"```cpp\n(.*?)```", doc, re.S):
+        assert " ".join(block.split()) in source, block
