@@ -141,6 +141,39 @@ void runNative(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
     (*stack)[i] = resultToDevice((*stack)[i], aliased, device);
 }
 
+// at::native::cpu_fallback puts its outputs on the device of the first tensor
+// argument. When that one is a CPU scalar (`3 - x` runs sub(wrapped 3, x))
+// and a later argument is on neuron, the outputs belong on neuron: returns
+// that device's index, or -1 when the fallback already gets it right.
+int hostTargetDevice(const c10::OperatorHandle& op, const Stack& stack) {
+  const size_t nargs = op.schema().arguments().size();
+  c10::ArrayRef<c10::IValue> args(stack.data() + stack.size() - nargs, nargs);
+  for (const auto& v : args) {
+    if (!v.isTensor()) continue;
+    if (!v.toTensor().defined() || !v.toTensor().device().is_cpu()) return -1;
+    for (const auto& w : args)
+      if (w.isTensor() && onNeuron(w.toTensor())) return w.toTensor().device().index();
+    return -1;
+  }
+  return -1;
+}
+
+void returnsToDevice(const c10::OperatorHandle& op, Stack* stack, int device) {
+  const size_t nret = op.schema().returns().size();
+  for (size_t i = stack->size() - nret; i < stack->size(); ++i) {
+    c10::IValue& v = (*stack)[i];
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().is_cpu()) {
+      v = v.toTensor().to(neuronDevice(device));
+    } else if (v.isTensorList()) {
+      auto list = v.toTensorList();
+      for (size_t j = 0; j < list.size(); ++j) {
+        at::Tensor t = list.get(j);
+        if (t.defined() && t.device().is_cpu()) list.set(j, t.to(neuronDevice(device)));
+      }
+    }
+  }
+}
+
 void runFallback(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
   if (!e.untracked) {
     e.fallbacks.fetch_add(1, std::memory_order_relaxed);
@@ -162,7 +195,9 @@ void runFallback(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
     rng.emplace(defaultGenerator(static_cast<c10::DeviceIndex>(
         opDevice(c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - nargs, nargs)))));
   }
+  const int host_target = hostTargetDevice(op, *stack);
   at::native::cpu_fallback(op, stack);
+  if (C10_UNLIKELY(host_target >= 0)) returnsToDevice(op, stack, host_target);
 }
 
 void neuronKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* stack) {
