@@ -40,7 +40,7 @@ _lock = threading.Lock()
 def _user_site() -> str:
     """The innermost frame outside torch, this package and the standard
     library: the user's line that issued the op."""
-    f = sys._getframe(2)
+    f = sys._getframe(0)  # our own frames are skipped below
     while f is not None:
         path = f.f_code.co_filename
         if not (path.startswith(_PKG_DIRS) or path.startswith(_STDLIB) or path.startswith("<frozen")):

@@ -70,7 +70,11 @@ OpEntry& opEntry(const c10::OperatorHandle& op) {
       auto opt = type->cast<c10::OptionalType>();
       auto inner = opt ? opt->getElementType() : type;
       if (inner->kind() == c10::TypeKind::GeneratorType) slot->generator_args.push_back(i);
-      if (inner->kind() == c10::TypeKind::ScalarTypeType) slot->dtype_args.push_back(i);
+      // ScalarType arguments are ints to the interpreter; their real type says dtype.
+      const auto& real = args[i].real_type();
+      auto real_opt = real->cast<c10::OptionalType>();
+      const bool is_dtype = (real_opt ? real_opt->getElementType() : real)->kind() == c10::TypeKind::ScalarTypeType;
+      if (is_dtype) slot->dtype_args.push_back(i);
       const bool list = inner->kind() == c10::TypeKind::ListType;
       const auto elem = list ? inner->castRaw<c10::ListType>()->getElementType() : inner;
       const auto elem_inner = elem->cast<c10::OptionalType>() ? elem->castRaw<c10::OptionalType>()->getElementType() : elem;

@@ -1,0 +1,112 @@
+"""The 64-bit rule: native ops compute float64 in float32 and int64 in int32
+(results cast back, storage keeps the dtype); fallback ops compute at full
+precision on the CPU; NEURON_SIM_DTYPE_POLICY=exact turns it off."""
+import pytest
+import torch
+
+import torch_neuron_sim
+from conftest import run_python
+
+N = "neuron"
+
+
+def rand64(*shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=torch.float64)
+
+
+def test_float64_matmul_differs_from_cpu_exactly_as_float32_does():
+    a, b = rand64(48, 40, seed=1), rand64(40, 32, seed=2)
+    on_neuron = (a.to(N) @ b.to(N)).cpu()
+    assert on_neuron.dtype == torch.float64  # storage keeps the dtype
+    assert torch.equal(on_neuron, (a.float() @ b.float()).double())
+    assert not torch.equal(on_neuron, a @ b)  # it lost the float64 precision
+
+
+def test_float64_elementwise_and_reductions_compute_in_float32():
+    a = rand64(1000, seed=3)
+    assert torch.equal(torch.exp(a.to(N)).cpu(), torch.exp(a.float()).double())
+    assert torch.equal(a.to(N).sum().cpu(), a.float().sum().double())
+    # a dtype= argument of float64 is compiled as float32 too
+    x = torch.randn(1000)
+    assert torch.equal(x.to(N).sum(dtype=torch.float64).cpu(), x.sum(dtype=torch.float32).double())
+
+
+def test_int64_arithmetic_wraps_like_int32():
+    big = torch.tensor([2**31 - 1, 5, -2**31], dtype=torch.int64)
+    assert (big.to(N) + 1).cpu().tolist() == [-2**31, 6, -2**31 + 1]
+    assert (big.to(N) + 1).dtype == torch.int64
+    assert (torch.tensor([70000]).to(N) * 70000).item() == (70000 * 70000 + 2**31) % 2**32 - 2**31
+
+
+def test_int64_indices_still_index():
+    w = torch.randn(10, 4)
+    idx = torch.tensor([[1, 9], [0, 3]])
+    assert torch.equal(torch.nn.functional.embedding(idx.to(N), w.to(N)).cpu(), torch.nn.functional.embedding(idx, w))
+    src = torch.randn(3, 5)
+    gi = torch.tensor([[0, 4], [2, 1], [3, 3]])
+    assert torch.equal(torch.gather(src.to(N), 1, gi.to(N)).cpu(), torch.gather(src, 1, gi))
+
+
+def test_in_place_and_out_arguments_keep_their_dtype():
+    a, b = rand64(64, seed=4), rand64(64, seed=5)
+    x = a.to(N)
+    x.add_(b.to(N))
+    assert x.dtype == torch.float64
+    assert torch.equal(x.cpu(), (a.float() + b.float()).double())
+    out = torch.empty(64, dtype=torch.float64, device=N)
+    r = torch.mul(a.float().to(N), b.float().to(N), out=out)
+    assert r is out and out.dtype == torch.float64
+    assert torch.equal(out.cpu(), (a.float() * b.float()).double())
+    params = [rand64(8, seed=s).to(N) for s in (6, 7)]
+    torch._foreach_add_(params, [rand64(8, seed=8).to(N)] * 2)
+    assert all(p.dtype == torch.float64 for p in params)
+    assert torch.equal(params[0].cpu(), (rand64(8, seed=6).float() + rand64(8, seed=8).float()).double())
+
+
+def test_zero_dim_tensors_are_not_narrowed():
+    s = torch.tensor(1 + 2**-40, dtype=torch.float64)
+    assert (s.to(N) * s.to(N)).item() == (s * s).item() != 1.0
+
+
+def test_fallback_ops_compute_in_full_precision():
+    a = rand64(50, seed=9)
+    assert "aten::cumprod" not in torch_neuron_sim.native_ops.current()
+    assert torch.equal(torch.cumprod(a.to(N), 0).cpu(), torch.cumprod(a, 0))
+
+
+def test_downcasts_and_host_casts_are_counted(tracked):
+    before = torch_neuron_sim.dtype_policy.host_casts_64bit()
+    a = torch.randn(8, 8, device=N).double()  # float32 -> float64 on a neuron tensor: a host cast
+    assert torch_neuron_sim.dtype_policy.host_casts_64bit() == before + 1
+    a @ a
+    torch.tensor([1, 2], device=N) + 1
+    counts = torch_neuron_sim.dtype_policy.downcast_counts()
+    assert counts["aten::mm"] == {"float64": 2, "int64": 0}
+    assert counts["aten::add.Tensor"]["int64"] == 1
+
+
+def test_exact_policy_turns_it_off():
+    r = run_python("""
+        import torch, torch_neuron_sim
+        assert torch_neuron_sim.dtype_policy.get_dtype_policy() == "exact"
+        g = torch.Generator().manual_seed(0)
+        a = torch.randn(40, 40, generator=g, dtype=torch.float64)
+        assert torch.equal((a.to("neuron") @ a.to("neuron")).cpu(), a @ a)
+        assert (torch.tensor([2**31 - 1], device="neuron") + 1).item() == 2**31
+        assert torch_neuron_sim.dtype_policy.downcast_counts() == {}
+        print("ok")
+    """, env={"NEURON_SIM_DTYPE_POLICY": "exact"})
+    assert r.returncode == 0, r.stderr
+    assert "ok" in r.stdout
+
+
+def test_policy_switch_at_runtime():
+    a = rand64(16, 16, seed=10)
+    try:
+        torch_neuron_sim.dtype_policy.set_dtype_policy("exact")
+        assert torch.equal((a.to(N) @ a.to(N)).cpu(), a @ a)
+    finally:
+        torch_neuron_sim.dtype_policy.set_dtype_policy("trainium")
+    with pytest.raises(ValueError, match="trainium"):
+        torch_neuron_sim.dtype_policy.set_dtype_policy("fast")

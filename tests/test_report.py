@@ -1,0 +1,141 @@
+"""The migration report: `python -m torch_neuron_sim report script.py` and
+`with torch_neuron_sim.report() as r:` list exactly the ops that fell back
+with the source lines that issued them, native ops, 64-bit downcasts,
+unsupported features, peak HBM and eager compilations; printed even when
+the script raises; --json, --fail-on-fallback, --map-cuda."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import torch
+
+import torch_neuron_sim
+
+SCRIPT = textwrap.dedent("""\
+    import sys
+    import torch
+    dev = torch.accelerator.current_accelerator()
+    x = torch.ones(16, 16, device=dev)
+    for _ in range(3):
+        y = torch.cumprod(x, dim=0)
+    m = x.median()
+    z = (x.double() @ x.double()).sum()
+    for n in range(1, 5):
+        torch.ones(n, 4, device=dev) * 2.0
+    if len(sys.argv) > 1 and sys.argv[1] == "fail":
+        torch.cummax(x, 0)
+        raise ValueError("the script failed")
+    """)
+
+
+def line_of(marker):
+    """The line number in this file of the line ending with `# marker`."""
+    with open(__file__) as f:
+        for i, line in enumerate(f, 1):
+            if line.rstrip().endswith(f"# {marker}"):
+                return i
+    raise LookupError(marker)
+
+
+def run_report(tmp_path, *opts, script=SCRIPT, script_args=(), env=None):
+    path = tmp_path / "train.py"
+    path.write_text(script)
+    full_env = dict(os.environ, **(env or {}))
+    return subprocess.run([sys.executable, "-m", "torch_neuron_sim", "report", *opts, str(path), *script_args],
+                          capture_output=True, text=True, env=full_env, timeout=120, cwd=tmp_path)
+
+
+def test_report_lists_exact_fallbacks_with_source_lines(tmp_path):
+    out = tmp_path / "report.json"
+    r = run_report(tmp_path, "--json", "--output", str(out), "--many-shapes", "4")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(out.read_text())
+    script = str(tmp_path / "train.py")
+    assert data["fallback_ops"] == [
+        {"op": "aten::cumprod.out", "count": 3, "sites": [{"site": f"{script}:6", "count": 3}]},
+        {"op": "aten::median", "count": 1, "sites": [{"site": f"{script}:7", "count": 1}]},
+    ]
+    native = {n["op"]: n["count"] for n in data["native_ops"]}
+    assert native["aten::mm"] == 1 and native["aten::ones"] == 5 and native["aten::mul.Tensor"] == 4
+    assert {"op": "aten::mm", "float64": 2, "int64": 0} in data["downcasts_64bit"]
+    assert data["host_casts_64bit"] == 2
+    assert data["unsupported_features"] == []
+    (mem,) = data["memory"]
+    assert mem["device"] == "neuron:0" and 0 < mem["peak_bytes"] < mem["capacity_bytes"]
+    assert mem["capacity_bytes"] == torch.neuron.get_device_properties(0).total_memory
+    comp = data["compilation"]
+    assert comp["distinct_signatures"] >= 10
+    # torch.ones and mul saw 4 (and 5) shapes: flagged at --many-shapes 4
+    assert {m["op"] for m in comp["ops_with_many_shapes"]} == {"aten::ones", "aten::mul.Tensor"}
+    assert data["exit_status"] == 0 and data["error"] is None
+
+
+def test_report_printed_when_script_raises(tmp_path):
+    r = run_report(tmp_path, script_args=("fail",))
+    assert r.returncode == 1
+    assert "ValueError: the script failed" in r.stderr  # the traceback
+    text = r.stdout
+    assert "torch_neuron_sim migration report" in text
+    assert "aten::_cummax_helper" in text and "train.py:12" in text
+    assert "The program raised: ValueError: the script failed" in text
+
+
+def test_fail_on_fallback_and_map_cuda(tmp_path):
+    r = run_report(tmp_path, "--fail-on-fallback")
+    assert r.returncode == 3 and "--fail-on-fallback: 2 op(s) fell back" in r.stderr
+    cuda_script = textwrap.dedent("""\
+        import torch
+        assert torch.cuda.is_available()
+        a = torch.ones(4, 4, device="cuda")
+        b = torch.ones(4, 4).cuda() + a.to("cuda:0")
+        print(a.device, b.device)
+        """)
+    r = run_report(tmp_path, "--fail-on-fallback", "--map-cuda", script=cuda_script)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("neuron:0 neuron:0\n")
+    assert "none: every op ran natively" in r.stdout
+
+
+def test_report_context_manager(tracked):
+    x = torch.ones(8, device="neuron")
+    with torch_neuron_sim.report() as r:
+        torch.cumprod(x, 0)  # site A
+        torch.cumprod(x, 0)  # site B
+        x + 1
+    (fb,) = r.data["fallback_ops"]
+    assert fb["op"] == "aten::cumprod.out" and fb["count"] == 2
+    assert [s["site"] for s in fb["sites"]] == [f"{__file__}:{line_of('site A')}", f"{__file__}:{line_of('site B')}"]
+    assert r.fallback_ops == ["aten::cumprod.out"]
+    assert {n["op"] for n in r.data["native_ops"]} == {"aten::add.Tensor"}
+    assert "aten::cumprod.out" in r.text()
+    json.loads(r.to_json())
+    # Outside the window nothing is recorded.
+    torch.cumprod(x, 0)
+    assert r.data["fallback_ops"][0]["count"] == 2
+
+
+def test_report_records_unsupported_features_and_backward_ops(tracked):
+    x = torch.ones(4, device="neuron", requires_grad=True)
+    with torch_neuron_sim.report() as r:
+        try:
+            torch.func.jvp(torch.sin, (x.detach(),), (x.detach(),))
+        except NotImplementedError:
+            pass
+        torch.sinh(x).sum().backward()  # sinh forward
+    assert r.data["unsupported_features"] == [{"feature": "forward-mode AD", "count": 1}]
+    sites = {f["op"]: [s["site"] for s in f["sites"]] for f in r.data["fallback_ops"]}
+    assert sites["aten::sinh.out"] == [f"{__file__}:{line_of('sinh forward')}"]
+    # cosh runs in the backward pass, on the autograd engine's device thread: no Python line
+    assert sites["aten::cosh.out"] == ["<backward pass>"]
+
+
+def test_collect_env():
+    r = subprocess.run([sys.executable, "-m", "torch_neuron_sim.collect_env"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "PyTorch version: 2.13.0" in r.stdout
+    assert f"torch_neuron_sim version: {torch_neuron_sim.__version__}" in r.stdout
+    assert "native-op table: torchneuron-2.14-beta (" in r.stdout
+    assert "HBM per device: 24 GiB" in r.stdout

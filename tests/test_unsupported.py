@@ -1,0 +1,56 @@
+"""Unsupported features fail loudly, naming the limitation and the way out,
+and are counted for the migration report."""
+import pytest
+import torch
+import torch.autograd.forward_ad as fwAD
+
+import torch_neuron_sim
+from torch_neuron_sim import _C
+
+FWD = r"forward-mode AD .* not supported.*reverse-mode.*(torch.autograd.grad|jacrev)"
+
+
+def hits(feature):
+    return dict(_C._unsupported_hits()).get(feature, 0)
+
+
+def test_forward_ad_dual_tensor():
+    before = hits("forward-mode AD")
+    with fwAD.dual_level():
+        with pytest.raises(NotImplementedError, match=FWD):
+            fwAD.make_dual(torch.ones(3, device="neuron"), torch.ones(3, device="neuron"))
+    assert hits("forward-mode AD") == before + 1
+
+
+def test_func_jvp_and_jacfwd():
+    x = torch.ones(3, device="neuron")
+    with pytest.raises(NotImplementedError, match=FWD):
+        torch.func.jvp(torch.sin, (x,), (torch.ones_like(x),))
+    with pytest.raises(NotImplementedError, match=FWD):
+        torch.func.jacfwd(torch.sin)(x)
+
+
+def test_forward_ad_on_cpu_and_reverse_mode_on_neuron_still_work():
+    x = torch.ones(3)
+    _, t = torch.func.jvp(torch.sin, (x,), (torch.ones(3),))
+    assert torch.allclose(t, torch.cos(x))
+    jac = torch.func.jacrev(torch.sin)(x.to("neuron"))
+    assert torch.allclose(jac.cpu(), torch.diag(torch.cos(x)))
+
+
+def test_sparse_and_quantized_are_counted():
+    before_sparse = hits("sparse tensors")
+    with pytest.raises(NotImplementedError, match="to_dense"):
+        torch.eye(3).to_sparse().to("neuron")
+    assert hits("sparse tensors") == before_sparse + 1
+    q = torch.quantize_per_tensor(torch.ones(4), 0.1, 0, torch.qint8)
+    with pytest.raises(NotImplementedError, match=r"quantized|dequantize"):
+        q.to("neuron")
+
+
+def test_nki_and_profiler_are_not_emulated():
+    from torch_neuron_sim import compat
+    with pytest.raises(NotImplementedError, match="NKI kernels.*neuronx-cc"):
+        compat.nki_op(lambda x: x)
+    with pytest.raises(NotImplementedError, match="NeuronProfiler"):
+        compat.NeuronProfiler()
