@@ -86,8 +86,7 @@ PYBIND11_MODULE(_C, m) {
     runtime::markInitialized();
   });
   m.def("_in_bad_fork", [] { return runtime::inBadFork(); });
-  m.def("_machine", [] {
-    const auto& t = runtime::deviceTable();
+  auto machineDict = [](const runtime::DeviceTable& t) {
     py::dict d;
     d["profile"] = t.profile.name;
     d["lnc"] = t.lnc;
@@ -96,6 +95,16 @@ PYBIND11_MODULE(_C, m) {
     d["logical_cores_total"] = t.logicalCoresTotal();
     d["visible_cores"] = t.visible;
     return d;
+  };
+  m.def("_machine", [machineDict] { return machineDict(runtime::deviceTable()); });
+  // The table the current environment would give a new process (the live
+  // one is fixed at first use): lets tests check many profiles in one process.
+  m.def("_read_machine_from_env", [machineDict] {
+    try {
+      return machineDict(runtime::readDeviceTable());
+    } catch (const std::runtime_error& e) {
+      throw py::value_error(e.what());
+    }
   });
 
   // Memory
