@@ -199,3 +199,21 @@ def test_launch_blocking_default_and_override():
     r = run_python(code, env={"NEURON_LAUNCH_BLOCKING": "0"})
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["0", "False", "6.0"]  # a user's choice is kept
+
+
+def test_backward_on_a_side_stream_of_another_device():
+    # Autograd's device threads switch devices and streams through the guard.
+    torch.manual_seed(0)
+    ref = torch.nn.Linear(8, 8)
+    lin = torch.nn.Linear(8, 8).to("neuron:1")
+    lin.load_state_dict(ref.state_dict())
+    x_cpu = torch.randn(4, 8, requires_grad=True)
+    x = x_cpu.detach().to("neuron:1").requires_grad_()
+    s = N.Stream(device=1)
+    with N.stream(s):
+        lin(x).tanh().sum().backward()
+    ref(x_cpu).tanh().sum().backward()
+    N.current_stream(1).wait_stream(s)
+    torch.testing.assert_close(x.grad.cpu(), x_cpu.grad)
+    torch.testing.assert_close(lin.weight.grad.cpu(), ref.weight.grad)
+    assert N.current_stream(1) == N.default_stream(1)  # the context restored the stream
