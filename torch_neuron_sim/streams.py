@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 import torch
 
+from . import _C
 from .device import _checked, _DeviceLike, current_device, set_device
 from .device import synchronize as synchronize  # re-exported: torch.neuron.synchronize
 
@@ -96,13 +97,10 @@ class Event(metaclass=_EventType):
         return torch.Event(device="neuron", enable_timing=enable_timing, blocking=blocking)
 
 
-def _wrap(s: torch.Stream) -> Stream:
-    return Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
-
-
 def current_stream(device: _DeviceLike = None) -> Stream:
     """The calling thread's current stream on `device` (the current device by default)."""
-    return _wrap(torch._C._accelerator_getStream(_checked(device)))
+    i = _checked(device)
+    return Stream(stream_id=_C._current_stream_id(i), device_index=i, device_type=_DEVICE_TYPE)
 
 
 def default_stream(device: _DeviceLike = None) -> Stream:
@@ -111,11 +109,13 @@ def default_stream(device: _DeviceLike = None) -> Stream:
 
 
 def set_stream(stream: Optional[torch.Stream]) -> None:
-    """Makes `stream` current on its device for this thread (None: no change)."""
+    """Makes `stream` current on its device, and its device current, for this
+    thread (None: no change), as torch.cuda.set_stream does."""
     if stream is None:
         return
     _check_neuron_stream(stream)
-    torch._C._accelerator_setStream(stream)
+    set_device(stream.device_index)
+    _C._set_current_stream(stream.device_index, stream.stream_id)
 
 
 def _check_neuron_stream(stream: torch.Stream) -> None:
@@ -143,15 +143,15 @@ class StreamContext:
         if target != self.prev_device:
             self.prev_stream_on_target = current_stream(target)
             set_device(target)
-        torch._C._accelerator_setStream(self.stream)
+        _C._set_current_stream(target, self.stream.stream_id)
         return self.stream
 
     def __exit__(self, *exc: Any) -> bool:
         if self.stream is None:
             return False
         if self.prev_stream_on_target is not None:
-            torch._C._accelerator_setStream(self.prev_stream_on_target)
-        torch._C._accelerator_setStream(self.prev_stream)
+            _C._set_current_stream(self.stream.device_index, self.prev_stream_on_target.stream_id)
+        _C._set_current_stream(self.prev_device, self.prev_stream.stream_id)
         set_device(self.prev_device)
         return False
 

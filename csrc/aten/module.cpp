@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <ATen/ops/empty.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <cstring>
 #include <functional>
@@ -131,6 +132,16 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_peak", [](int i) { runtimeCall([&] { runtime::arena(i).resetPeak(); }); });
   m.def("_reset_accumulated", [](int i) { runtimeCall([&] { runtime::arena(i).resetAccumulated(); }); });
   m.def("_release_free_pages", [](int i) { runtimeCall([&] { runtime::arena(i).releaseFreePages(); }); });
+
+  // Streams: the calling thread's current stream on a device, asked of the
+  // neuron guard itself (torch.accelerator answers for whichever accelerator
+  // is current, which need not be neuron).
+  m.def("_current_stream_id", [](int i) {
+    return c10::impl::VirtualGuardImpl(kNeuron).getStream(neuronDevice(i)).id();
+  });
+  m.def("_set_current_stream", [](int i, int64_t id) {
+    c10::impl::VirtualGuardImpl(kNeuron).exchangeStream(c10::Stream(c10::Stream::UNSAFE, neuronDevice(i), id));
+  });
 
   // Random number generation: the default generator of each device
   m.def("_rng_manual_seed", [](int i, uint64_t seed) {
