@@ -132,7 +132,8 @@ void runNative(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
   const bool narrow = narrowArguments(e, stack, first, nargs, narrowed);
   {
     ArenaScope scope(device);
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    if (e.host_kernel) e.host_kernel(op, stack);  // a native op with no CPU kernel (attention.cpp)
+    else op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
     if (narrow) widenResults(narrowed, stack, op.schema().returns().size());
   }
   for (const auto& a : aliased) writeBack(a, device);

@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -39,9 +40,10 @@ struct Entry {
 
 struct State {
   std::mutex mu;
-  bool record_state = false;  // keep the stack of each live block
-  bool record_trace = false;  // keep the alloc/free trace ("all")
-  bool record_frames = true;  // context=None records sizes only
+  // Read without the lock on the allocation path; written under it.
+  std::atomic<bool> record_state{false};  // keep the stack of each live block
+  std::atomic<bool> record_trace{false};  // keep the alloc/free trace ("all")
+  std::atomic<bool> record_frames{true};  // context=None records sizes only
   size_t max_entries = SIZE_MAX;
   std::vector<std::deque<Entry>> traces = std::vector<std::deque<Entry>>(runtime::kMaxDevices);
   std::unordered_map<uintptr_t, Stack> sites;  // data pointer -> allocation stack
@@ -261,7 +263,7 @@ void recordHistory(const std::optional<std::string>& enabled, const std::optiona
   State& s = state();
   std::lock_guard<std::mutex> g(s.mu);
   s.record_state = enabled.has_value();
-  s.record_trace = enabled && *enabled == "all";
+  s.record_trace = enabled.has_value() && *enabled == "all";
   s.record_frames = context.has_value();
   s.max_entries = max_entries;
   if (clear)

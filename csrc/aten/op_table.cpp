@@ -29,6 +29,11 @@ const std::unordered_set<std::string>& untrackedNames() {
   return names;
 }
 
+std::unordered_map<std::string, HostKernel>& hostKernels() {
+  static auto* kernels = new std::unordered_map<std::string, HostKernel>();
+  return *kernels;
+}
+
 bool isNative(const Table& t, const OpEntry& e) { return t.native.count(e.name) || t.native.count(e.base); }
 
 std::atomic<FallbackMode> g_mode{FallbackMode::kWarn};
@@ -61,6 +66,8 @@ OpEntry& opEntry(const c10::OperatorHandle& op) {
     slot->base = name.name;
     slot->name = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
     slot->native = isNative(t, *slot);
+    auto hk = hostKernels().find(slot->name);
+    if (hk != hostKernels().end()) slot->host_kernel = hk->second;
     slot->draws_host_default = name.name == "aten::native_dropout";
     auto colons = name.name.find("::");
     slot->untracked = untrackedNames().count(name.name.substr(colons == std::string::npos ? 0 : colons + 2)) > 0;
@@ -147,6 +154,8 @@ void clearCompileCache() {
     e->cache_hits = 0;
   }
 }
+
+void registerHostKernel(const std::string& name, HostKernel kernel) { hostKernels()[name] = kernel; }
 
 void noteUnsupported(const std::string& feature) {
   Unsupported& u = unsupported();

@@ -3,6 +3,7 @@
 // operator, found by the operator's address: no strings on the per-op path.
 #pragma once
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
 
 #include <atomic>
 #include <mutex>
@@ -11,6 +12,11 @@
 #include <vector>
 
 namespace neuron_sim {
+
+// A native op with no CPU kernel to run on arena memory (the fused attention
+// ops) has a host kernel: a boxed function run in place of the CPU redispatch.
+using HostKernel = void (*)(const c10::OperatorHandle&, torch::jit::Stack*);
+void registerHostKernel(const std::string& name, HostKernel kernel);  // before the op is first used
 
 struct OpEntry {
   std::string name;  // "aten::add.Tensor"
@@ -33,6 +39,7 @@ struct OpEntry {
   std::mutex signatures_mu;
   std::unordered_set<uint64_t> signatures;
   std::atomic<uint64_t> cache_hits{0};
+  HostKernel host_kernel = nullptr;
 };
 
 OpEntry& opEntry(const c10::OperatorHandle& op);
