@@ -52,10 +52,18 @@ void* Arena::allocate(uint64_t requested) {
     if (static_cast<uint64_t>(stats_.reserved_bytes.current) + size > limit_) return nullptr;
     auto it = free_by_size_.lower_bound({size, 0});
     if (it == free_by_size_.end()) return nullptr;
-    uint64_t free_size = it->first;
+    const uint64_t free_size = it->first;
     offset = it->second;
-    eraseFree(offset, free_size);
-    if (free_size > size) insertFree(offset + size, free_size - size);  // split
+    // Split by re-keying the free range's own nodes: no node is allocated.
+    auto by_size = free_by_size_.extract(it);
+    auto by_offset = free_by_offset_.extract(offset);
+    if (free_size > size) {
+      by_size.value() = {free_size - size, offset + size};
+      free_by_size_.insert(std::move(by_size));
+      by_offset.key() = offset + size;
+      by_offset.mapped() = free_size - size;
+      free_by_offset_.insert(std::move(by_offset));
+    }
     live_.emplace(offset + front, Live{offset, size, requested, guarded});
     stats_.allocated_bytes.add(static_cast<int64_t>(requested));
     stats_.active_bytes.add(static_cast<int64_t>(requested));
@@ -110,25 +118,39 @@ FreedBlock Arena::free(void* ptr) {
   stats_.active_bytes.sub(static_cast<int64_t>(b.requested));
   stats_.reserved_bytes.sub(static_cast<int64_t>(b.size));
   stats_.num_tensor_frees++;
-  // Coalesce with the free neighbours on both sides.
+  // Coalesce with the free neighbours on both sides. A neighbour's nodes are
+  // re-keyed for the merged range, so the common cases allocate no node.
   uint64_t start = b.offset, size = b.size;
   auto next = free_by_offset_.lower_bound(start);
-  if (next != free_by_offset_.end() && next->first == start + size) {
-    uint64_t nsize = next->second;
-    eraseFree(next->first, nsize);
-    size += nsize;
-  }
-  auto prev = free_by_offset_.lower_bound(start);
-  if (prev != free_by_offset_.begin()) {
-    --prev;
-    if (prev->first + prev->second == start) {
-      uint64_t poff = prev->first, psize = prev->second;
-      eraseFree(poff, psize);
-      start = poff;
-      size += psize;
+  auto prev = next;
+  const bool merge_prev = prev != free_by_offset_.begin() && (--prev, prev->first + prev->second == start);
+  const bool merge_next = next != free_by_offset_.end() && next->first == start + size;
+  if (merge_prev) {
+    // The previous range grows in place: its offset key stays, its size changes.
+    const uint64_t psize = prev->second;
+    size += psize;
+    start = prev->first;
+    if (merge_next) {
+      size += next->second;
+      eraseFree(next->first, next->second);
     }
+    auto node = free_by_size_.extract({psize, start});
+    node.value() = {size, start};
+    free_by_size_.insert(std::move(node));
+    prev->second = size;
+  } else if (merge_next) {
+    const uint64_t noff = next->first, nsize = next->second;
+    size += nsize;
+    auto by_offset = free_by_offset_.extract(next);
+    by_offset.key() = start;
+    by_offset.mapped() = size;
+    free_by_offset_.insert(std::move(by_offset));
+    auto by_size = free_by_size_.extract({nsize, noff});
+    by_size.value() = {size, start};
+    free_by_size_.insert(std::move(by_size));
+  } else {
+    insertFree(start, size);
   }
-  insertFree(start, size);
   return result;
 }
 
