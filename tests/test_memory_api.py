@@ -70,7 +70,7 @@ def test_mem_get_info_and_summary():
     assert total == 24 * 2**30 and free == total - torch.neuron.memory_reserved(DEV)
     text = torch.neuron.memory_summary(DEV)
     assert f"Neuron Memory Summary, Device {DEV}" in text
-    for row in ("Allocated memory", "Reserved memory", "Active memory", "OOMs", "Retries"):
+    for row in ("Allocated memory", "Reserved memory", "Active memory", "OOMs", "Retries", "Largest free range"):
         assert row in text
     assert torch.neuron.memory_summary(DEV, abbreviated=True) == text  # ignored, as on the real backend
 

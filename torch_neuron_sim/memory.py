@@ -90,6 +90,15 @@ def memory_summary(device: _DeviceLike = None, abbreviated: bool = False) -> str
                        ("active_bytes", "Active memory")):
         st = s[key]
         lines.append(f" {label:<18}" + "".join(f"{_fmt(st[k]):>14}" for k in ("current", "peak", "allocated", "freed")))
+    # Fragmentation: an OOM with plenty free but a small largest range means
+    # live blocks are scattered (look at a snapshot to see where).
+    free = [size for _, size, _, live in _C._arena_blocks(i) if not live]
+    limit = _C._memory_limit(i)
+    lines += [
+        "-" * 75,
+        f" Free ranges: {len(free)}  Largest free range: {_fmt(max(free, default=0))}"
+        + (f"  Process limit: {_fmt(limit)}" if limit < _C._capacity(i) else ""),
+    ]
     lines.append("=" * 75)
     return "\n".join(lines) + "\n"
 
