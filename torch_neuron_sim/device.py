@@ -121,9 +121,10 @@ def get_device_capability(device: _DeviceLike = None) -> tuple[int, int]:
 
 
 def synchronize(device: _DeviceLike = None) -> None:
-    """Wait for all work on a device. Kernels complete when launched here."""
-    if device is not None and device != -1:
-        _checked(device)
+    """Wait for all work on a device (None or -1: every device). Kernels
+    complete when launched here; the guard still records the wait for the
+    stream-order checker."""
+    _C._synchronize_device(-1 if device is None or device == -1 else _checked(device))
 
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:

@@ -17,6 +17,8 @@ using runtime::kMaxDevices;
 
 thread_local std::array<c10::StreamId, kMaxDevices> t_current_stream{};  // 0: default stream
 
+runtime::StreamRef ref(const c10::Stream& s) { return {s.device_index(), s.id()}; }
+
 // Converts the runtime's std::out_of_range into PyTorch's IndexError.
 void checkIndex(c10::DeviceIndex index) {
   try {
@@ -92,15 +94,28 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     e->stream = stream.id();
     e->timing = flag == c10::EventFlag::BACKEND_DEFAULT;
     runtime::recordEvent(*e);
+    if (C10_UNLIKELY(runtime::orderTracking())) e->clock = runtime::clockOf(ref(stream));
   }
+  // The work an event marks is done when it is recorded: nothing to wait for,
+  // except in the stream-order checker's books.
   void block(void* event, const c10::Stream& stream) const override {
-    if (event) checkIndex(stream.device_index());  // the work it marks is done: nothing to wait for
+    if (!event) return;
+    checkIndex(stream.device_index());
+    if (C10_UNLIKELY(runtime::orderTracking()))
+      runtime::mergeInto(ref(stream), static_cast<runtime::Event*>(event)->clock);
   }
-  bool queryEvent(void*) const override { return true; }
+  bool queryEvent(void* event) const override {
+    if (C10_UNLIKELY(runtime::orderTracking()) && event)
+      runtime::completeClock(static_cast<runtime::Event*>(event)->clock);  // the host saw it done
+    return true;
+  }
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
     delete static_cast<runtime::Event*>(event);
   }
-  void synchronizeEvent(void*) const override {}
+  void synchronizeEvent(void* event) const override {
+    if (C10_UNLIKELY(runtime::orderTracking()) && event)
+      runtime::completeClock(static_cast<runtime::Event*>(event)->clock);
+  }
   double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
     auto* a = static_cast<runtime::Event*>(start);
     auto* b = static_cast<runtime::Event*>(end);
@@ -116,11 +131,16 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   bool queryStream(const c10::Stream& s) const override {
     checkIndex(s.device_index());
+    if (C10_UNLIKELY(runtime::orderTracking())) runtime::completeStream(ref(s));
     return true;
   }
-  void synchronizeStream(const c10::Stream& s) const override { checkIndex(s.device_index()); }
+  void synchronizeStream(const c10::Stream& s) const override {
+    checkIndex(s.device_index());
+    if (C10_UNLIKELY(runtime::orderTracking())) runtime::completeStream(ref(s));
+  }
   void synchronizeDevice(const c10::DeviceIndex index) const override {
     if (index >= 0) checkIndex(index);
+    if (C10_UNLIKELY(runtime::orderTracking())) runtime::completeDevice(index);
   }
   void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
 };

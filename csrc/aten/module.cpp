@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "../runtime/device.h"
+#include "../runtime/stream_order.h"
 #include "compile_cache.h"
 #include "dtype_policy.h"
 #include "generator.h"
@@ -141,6 +142,16 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_set_current_stream", [](int i, int64_t id) {
     c10::impl::VirtualGuardImpl(kNeuron).exchangeStream(c10::Stream(c10::Stream::UNSAFE, neuronDevice(i), id));
+  });
+  m.def("_synchronize_device", [](int i) { c10::impl::VirtualGuardImpl(kNeuron).synchronizeDevice(i); });
+  // The stream-order checker's happens-before books (runtime/stream_order.h).
+  m.def("_order_tracking", [](bool on) {
+    runtime::resetOrderTracking();
+    runtime::setOrderTracking(on);
+  });
+  m.def("_order_tick", [](int device, int64_t stream) { return runtime::tickStream({device, stream}); });
+  m.def("_order_before", [](int da, int64_t sa, uint64_t n, int db, int64_t sb) {
+    return runtime::orderedBefore({da, sa}, n, {db, sb});
   });
 
   // Random number generation: the default generator of each device

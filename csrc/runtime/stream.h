@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdint>
 
+#include "stream_order.h"
+
 namespace neuron_sim::runtime {
 
 // Stream 0 of each device is its default stream; new streams count up from 1.
@@ -17,6 +19,7 @@ struct Event {
   bool recorded = false;
   bool timing = false;  // created with enable_timing=True
   std::chrono::steady_clock::time_point when{};
+  VectorClock clock;  // what the event covers (stream-order checking only)
 };
 
 // Marks the event recorded at this instant: all work launched before it on

@@ -1,0 +1,125 @@
+"""The stream-order checker: catches cross-stream use of a tensor without the
+wait that hardware needs.
+
+The emulator runs every kernel to completion at launch, so a program that
+reads on stream B what stream A wrote, without `B.wait_stream(A)` or an
+event, gets the right numbers here and a race on Trainium (or any GPU). Inside
+`with torch_neuron_sim.stream_check.check_stream_order():` every op on a
+neuron tensor is checked against happens-before books kept in C++
+(csrc/runtime/stream_order.cpp: one vector clock per stream, updated by event
+records, waits and host synchronizes), and an unordered access raises
+StreamOrderError naming both ops and streams. Like cuda's stream sanitizer it
+tracks whole storages and costs a Python call per op: a debugging tool.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator, Optional
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from . import _C
+
+__all__ = ["StreamOrderError", "check_stream_order"]
+
+
+class StreamOrderError(RuntimeError):
+    """An op used a tensor that an op on another stream accessed, with no
+    event, wait or synchronize ordering the two."""
+
+
+class _Access:
+    __slots__ = ("stream", "n", "op")
+
+    def __init__(self, stream: tuple[int, int], n: int, op: str):
+        self.stream, self.n, self.op = stream, n, op
+
+
+class _History:
+    __slots__ = ("write", "reads")
+
+    def __init__(self) -> None:
+        self.write: Optional[_Access] = None
+        self.reads: list[_Access] = []
+
+
+def _neuron_tensors(value: Any) -> list[torch.Tensor]:
+    flat, _ = tree_flatten(value)
+    return [t for t in flat if isinstance(t, torch.Tensor) and t.device.type == "neuron"]
+
+
+class _StreamOrderMode(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.storages: dict[tuple[int, int], _History] = {}
+
+    def _device(self, args: tuple, kwargs: dict) -> Optional[int]:
+        for t in _neuron_tensors((args, kwargs)):
+            return t.device.index
+        dev = kwargs.get("device")
+        if dev is not None and torch.device(dev).type == "neuron":
+            return torch.device(dev).index if torch.device(dev).index is not None else _C._current_device()
+        return None
+
+    def _check(self, t: torch.Tensor, write: bool, now: _Access) -> None:
+        key = (t.device.index, t.untyped_storage().data_ptr())
+        h = self.storages.setdefault(key, _History())
+        earlier = ([h.write] if h.write else []) + (h.reads if write else [])
+        for a in earlier:
+            if not _C._order_before(a.stream[0], a.stream[1], a.n, now.stream[0], now.stream[1]):
+                kind = "writes" if write else "reads"
+                prior = "wrote" if a is h.write else "read"
+                raise StreamOrderError(
+                    f"neuron stream-order check: {now.op} on neuron:{now.stream[0]} stream {now.stream[1]} {kind} "
+                    f"a tensor that {a.op} on stream {a.stream[1]} {prior}, and nothing orders the two: on hardware "
+                    f"they may run concurrently. Make stream {now.stream[1]} wait first "
+                    f"(stream.wait_stream(other), stream.wait_event(event)) or synchronize.")
+        if write:
+            h.write, h.reads = now, []
+        else:
+            h.reads.append(now)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        device = self._device(args, kwargs)
+        if device is None:
+            return func(*args, **kwargs)
+        returns = func._schema.returns
+        if any(r.alias_info is not None and not r.alias_info.is_write for r in returns):
+            return func(*args, **kwargs)  # a view: metadata only, no device access
+        stream = (device, _C._current_stream_id(device))
+        now = _Access(stream, _C._order_tick(*stream), str(func.name()))
+        schema_args = func._schema.arguments
+        written = set()
+        for i, arg in enumerate(schema_args):
+            value = args[i] if i < len(args) else kwargs.get(arg.name)
+            is_write = arg.alias_info is not None and arg.alias_info.is_write
+            for t in _neuron_tensors(value):
+                self._check(t, is_write, now)
+                if is_write:
+                    written.add(t.untyped_storage().data_ptr())
+        out = func(*args, **kwargs)
+        for t in _neuron_tensors(out):  # results: written by this op on this stream
+            if t.untyped_storage().data_ptr() not in written:
+                key = (t.device.index, t.untyped_storage().data_ptr())
+                h = self.storages.get(key)
+                if h is not None and h.write is not None and h.write.n == now.n and h.write.stream == stream:
+                    continue
+                self.storages[key] = _History()
+                self.storages[key].write = now
+        return out
+
+
+@contextlib.contextmanager
+def check_stream_order() -> Iterator[None]:
+    """Checks, for the duration of the block, that every neuron tensor used
+    on one stream after another stream touched it is ordered by an event, a
+    wait or a synchronize. Raises StreamOrderError at the first violation."""
+    _C._order_tracking(True)
+    try:
+        with _StreamOrderMode():
+            yield
+    finally:
+        _C._order_tracking(False)
