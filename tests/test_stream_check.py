@@ -115,3 +115,27 @@ def test_checker_is_off_outside_the_block():
     x = _produce_on(a)
     with N.stream(b):
         assert torch.equal((x + 1).cpu(), torch.full((64,), 3.0))
+
+
+@pytest.mark.parametrize("record", [False, True])
+def test_freed_memory_reused_while_another_stream_used_it(record):
+    # The caching-allocator hazard record_stream exists for: x is allocated on
+    # the default stream, used on `a`, freed; the next allocation on the
+    # default stream gets the same block while `a` may still read it.
+    a = N.Stream()
+    with check_stream_order():
+        x = torch.ones(4096, device="neuron")
+        a.wait_stream(N.current_stream())
+        with N.stream(a):
+            x * 2
+        if record:
+            x.record_stream(a)
+        address = x.data_ptr()
+        del x
+        if record:
+            z = torch.zeros(4096, device="neuron")
+        else:
+            with pytest.raises(StreamOrderError, match="reuses the memory of a freed tensor.*record_stream"):
+                z = torch.zeros(4096, device="neuron")
+            z = torch.zeros(4096, device="neuron")  # reported once; the block's history starts afresh
+        assert z.data_ptr() == address  # the arena gave the same block back

@@ -38,11 +38,13 @@ class _Access:
 
 
 class _History:
-    __slots__ = ("write", "reads")
+    __slots__ = ("write", "reads", "alloc", "recorded")
 
-    def __init__(self) -> None:
+    def __init__(self, alloc: Optional[tuple[int, int]] = None) -> None:
         self.write: Optional[_Access] = None
         self.reads: list[_Access] = []
+        self.alloc = alloc                      # the stream whose op allocated the memory
+        self.recorded: set[tuple[int, int]] = set()  # streams named by record_stream
 
 
 def _neuron_tensors(value: Any) -> list[torch.Tensor]:
@@ -81,8 +83,29 @@ class _StreamOrderMode(TorchDispatchMode):
         else:
             h.reads.append(now)
 
+    def _reused(self, h: _History, now: _Access) -> None:
+        # A caching allocator hands a freed block back to the stream it was
+        # allocated on at once, unless record_stream named the other streams
+        # that used it: those may still be reading or writing it.
+        if h.alloc != now.stream:
+            return  # the real allocator would not give this block to another stream
+        for a in ([h.write] if h.write else []) + h.reads:
+            if a.stream != now.stream and a.stream not in h.recorded and not _C._order_before(
+                    a.stream[0], a.stream[1], a.n, now.stream[0], now.stream[1]):
+                raise StreamOrderError(
+                    f"neuron stream-order check: {now.op} on neuron:{now.stream[0]} stream {now.stream[1]} reuses "
+                    f"the memory of a freed tensor that {a.op} on stream {a.stream[1]} used, and nothing orders "
+                    f"the two: on hardware stream {a.stream[1]} may still be using it. Call "
+                    f"tensor.record_stream(that stream) before freeing the tensor, or make stream "
+                    f"{now.stream[1]} wait for it.")
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func is torch.ops.aten.record_stream.default:
+            t, s = args[0], args[1]
+            self.storages.setdefault((t.device.index, t.untyped_storage().data_ptr()), _History()).recorded.add(
+                (s.device_index, s.stream_id))
+            return func(*args, **kwargs)
         device = self._device(args, kwargs)
         if device is None:
             return func(*args, **kwargs)
@@ -106,9 +129,11 @@ class _StreamOrderMode(TorchDispatchMode):
                 key = (t.device.index, t.untyped_storage().data_ptr())
                 h = self.storages.get(key)
                 if h is not None and h.write is not None and h.write.n == now.n and h.write.stream == stream:
-                    continue
-                self.storages[key] = _History()
-                self.storages[key].write = now
+                    continue  # several results in one storage
+                fresh = self.storages[key] = _History(alloc=stream)
+                fresh.write = now
+                if h is not None and key[1] != 0:
+                    self._reused(h, now)  # after the new history is in place: reported once
         return out
 
 
