@@ -183,6 +183,7 @@ PYBIND11_MODULE(_C, m) {
   // Op tracking and the native set
   m.def("_set_native_ops", &setNativeOps);
   m.def("_native_ops", &nativeOps);
+  m.def("_untracked_op_names", &untrackedOpNames);
   m.def("_register_native_kernels", &registerNativeKernels);
   m.def("_op_counts", [] {
     py::list out;

@@ -101,6 +101,8 @@ void setNativeOps(const std::vector<std::string>& names) {
   for (auto& [key, e] : t.entries) e->native = isNative(t, *e);
 }
 
+std::vector<std::string> untrackedOpNames() { return {untrackedNames().begin(), untrackedNames().end()}; }
+
 std::vector<std::string> nativeOps() {
   Table& t = table();
   std::lock_guard<std::mutex> g(t.mu);

@@ -47,6 +47,8 @@ OpEntry& opEntry(const c10::OperatorHandle& op);
 // The native set: names are "aten::add" (every overload) or "aten::add.Tensor".
 void setNativeOps(const std::vector<std::string>& names);
 std::vector<std::string> nativeOps();
+// The view/metadata op names (no namespace) whose fallbacks are never recorded.
+std::vector<std::string> untrackedOpNames();
 
 struct OpCount { std::string name; uint64_t executed, fallbacks; };
 std::vector<OpCount> opCounts();

@@ -25,6 +25,9 @@ _HERE = Path(__file__).parent
 # Composite ops that must stay composite on neuron: copies route to our
 # _copy_from kernel, and a device-changing op would be given a CPU device.
 _NEVER_DIRECT = {"aten::_to_copy", "aten::copy_", "aten::to"}
+# Composite ops the real backend implements with its own kernel (facts §2c);
+# not differentiable, so a direct kernel cannot bypass any autograd formula.
+_ALWAYS_DIRECT = {"aten::argsort.stable"}
 
 _state = {"version": None, "registered": set()}
 
@@ -55,6 +58,8 @@ def _needs_direct_kernel(name: str) -> bool:
     # table decides on, unless the op also has a CPU kernel (below).
     if name in _NEVER_DIRECT:
         return False
+    if name in _ALWAYS_DIRECT:
+        return True
     base, overload = _split(name)
     try:
         torch._C._dispatch_find_schema_or_throw(base, overload)
