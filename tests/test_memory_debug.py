@@ -123,7 +123,8 @@ def test_fail_alloc_at_env_fails_the_nth_allocation_once():
 
 
 def test_inject_oom_context_manager_and_backoff():
-    ooms = torch.neuron.memory_stats(DEV)["num_ooms"]
+    before = torch.neuron.memory_stats(DEV)
+    ooms = before["num_ooms"]
     with torch_neuron_sim.inject_oom(after=2) as armed:
         a = torch.empty(8, device=f"neuron:{DEV}")
         b = torch.empty(8, device=f"neuron:{DEV}")
@@ -132,7 +133,9 @@ def test_inject_oom_context_manager_and_backoff():
             torch.empty(8, device=f"neuron:{DEV}")
         assert not armed.pending
         c = torch.empty(8, device=f"neuron:{DEV}")  # fires once only
-    assert torch.neuron.memory_stats(DEV)["num_ooms"] == ooms + 1
+    after = torch.neuron.memory_stats(DEV)
+    assert after["num_ooms"] == ooms + 1
+    assert after["allocation_requests"] == before["allocation_requests"] + 4  # the failed one counts too
     with torch_neuron_sim.inject_oom(after=100) as armed:
         pass
     assert not armed.pending  # leaving the block disarms it

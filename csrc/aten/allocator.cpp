@@ -197,7 +197,8 @@ c10::DataPtr allocateOn(int device, size_t bytes, c10::Device label) {
   if (!p && bytes > 0) {
     // As the real allocator: synchronize (kernels are synchronous here),
     // release what is cached (nothing is), retry once.
-    if (!injected) p = arena->allocate(bytes);
+    if (injected) arena->countRequest();
+    else p = arena->allocate(bytes);
     if (p) {
       arena->countRetry();
     } else {

@@ -190,6 +190,11 @@ void Arena::countRetry() {
   stats_.num_alloc_retries++;
 }
 
+void Arena::countRequest() {
+  std::lock_guard<std::mutex> g(mu_);
+  stats_.allocation_requests++;
+}
+
 void Arena::countOom() {
   std::lock_guard<std::mutex> g(mu_);
   stats_.num_ooms++;

@@ -84,6 +84,7 @@ class Arena {
   void releaseFreePages();
   void countRetry();
   void countOom();
+  void countRequest();  // a request refused before reaching allocate (an injected failure)
 
   uint64_t capacity() const { return capacity_; }
   uint64_t bytesInUse() const;
