@@ -173,7 +173,7 @@ class Report:
         out.append(f"\nOps that fall back to CPU on Trainium: {len(fb)} op(s), "
                    f"{sum(f['count'] for f in fb)} call(s)")
         for f in fb:
-            out.append(f"  {f['op']:<44} {f['count']:>8} call(s)")
+            out.append(f"  {f['op']:<58} {f['count']:>8} call(s)")
             for s in f["sites"][:5]:
                 out.append(f"      {s['count']:>6} x  {_short(s['site'])}")
             if len(f["sites"]) > 5:
@@ -183,18 +183,18 @@ class Report:
         nat = d["native_ops"]
         out.append(f"\nNative ops (run on the NeuronCore): {len(nat)} op(s), {sum(n['count'] for n in nat)} call(s)")
         for n in nat[:12]:
-            out.append(f"  {n['op']:<44} {n['count']:>8} call(s)")
+            out.append(f"  {n['op']:<58} {n['count']:>8} call(s)")
         if len(nat) > 12:
             out.append(f"  ... and {len(nat) - 12} more (--json lists all)")
         dc = d["downcasts_64bit"]
         out.append(f"\n64-bit values computed in 32 bits (native ops): {len(dc)} op(s)")
         for c in dc:
-            out.append(f"  {c['op']:<44} float64->float32: {c['float64']:>6}   int64->int32: {c['int64']:>6}")
+            out.append(f"  {c['op']:<58} float64->float32: {c['float64']:>6}   int64->int32: {c['int64']:>6}")
         out.append(f"  casts to/from 64-bit types done on the host: {d['host_casts_64bit']}")
         un = d["unsupported_features"]
         out.append(f"\nUnsupported features hit: {len(un)}")
         for u in un:
-            out.append(f"  {u['feature']:<44} {u['count']:>8} time(s)")
+            out.append(f"  {u['feature']:<58} {u['count']:>8} time(s)")
         out.append("\nPeak HBM per device (allocated, against capacity):")
         for m in d["memory"]:
             out.append(f"  {m['device']:<10} {_gib(m['peak_bytes'])} of {_gib(m['capacity_bytes'])} "
@@ -210,7 +210,7 @@ class Report:
         out.append(f"  ops with >= {c['many_shapes_threshold']} signatures (dynamic-shape risk under torch.compile): "
                    f"{len(c['ops_with_many_shapes'])}")
         for m in c["ops_with_many_shapes"][:10]:
-            out.append(f"  {m['op']:<44} {m['signatures']:>8} signatures")
+            out.append(f"  {m['op']:<58} {m['signatures']:>8} signatures")
         if len(c["ops_with_many_shapes"]) > 10:
             out.append(f"  ... and {len(c['ops_with_many_shapes']) - 10} more (--json lists all)")
         if d.get("error"):
