@@ -155,9 +155,7 @@ def test_native_op_runs_on_arena_without_copies(tracked):
     assert in_arena(c) and c.device.type == "neuron"
     assert torch.equal(c.cpu(), a.cpu() + b.cpu())
     assert "aten::add" in tracked.get_executed_ops()
-    # add.Tensor is structured: PyTorch allocates the output on neuron and
-    # calls add.out, which runs natively into it (the out= form, no copy).
-    assert tracked.get_op_counts()["aten::add.out"] == {"executed": 1, "fallback": 0}
+    assert tracked.get_op_counts()["aten::add.Tensor"] == {"executed": 1, "fallback": 0}
     assert tracked.get_fallback_ops() == []
 
 
@@ -188,13 +186,22 @@ def test_fallback_in_place_and_out(tracked):
     assert any(name.startswith("aten::cumprod") for name in tracked.get_fallback_ops())
 
 
-def test_fallback_warns_once_through_logging(caplog):
-    x = torch.randn(3, 3).to("neuron")
-    with caplog.at_level(logging.WARNING, logger="torch_neuron_sim"):
+def test_fallback_warns_once_through_logging():
+    # A fresh interpreter: the warning is once per op per process.
+    r = run_python("""
+        import logging, torch, torch_neuron_sim
+        seen = []
+        class Keep(logging.Handler):
+            def emit(self, record):
+                seen.append(record.getMessage())
+        logging.getLogger("torch_neuron_sim").addHandler(Keep())
+        x = torch.randn(3, 3).to("neuron")
         torch.logcumsumexp(x, 0)
         torch.logcumsumexp(x, 1)
-    msgs = [r.getMessage() for r in caplog.records if "logcumsumexp" in r.getMessage()]
-    assert len(msgs) == 1 and "fell back to CPU" in msgs[0]
+        print(len([m for m in seen if "logcumsumexp" in m and "fell back to CPU" in m]))
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1"]
 
 
 def test_fallback_warning_can_be_silenced():
