@@ -92,5 +92,8 @@ def test_module_functions_match_the_real_names():
                  "get_metric_data", "report", "report_filtered", "clear_counters", "clear_metrics", "clear_all",
                  "get_compilation_metrics"):
         assert callable(getattr(compat.metrics, name)), name
+    assert set(compat._C._get_compilation_cache_stats()) == {"total_entries", "cache_hits", "cache_misses",
+                                                             "hit_rate"}
+    assert torch.neuron.get_dynamo_metrics() == []
     with pytest.raises(AttributeError, match="emulator"):
         compat.memory_snapshot  # absent on the real backend too (facts §1a)

@@ -20,7 +20,7 @@ import sys
 from typing import Any, Callable
 
 import torch_neuron_sim as _sim
-from . import _C, memory, metrics
+from . import _C as _core, compile_cache, memory, metrics
 from .device import current_device, device_count, get_device_properties, set_device, synchronize
 from .memory import (
     empty_cache, max_memory_allocated, max_memory_reserved, memory_allocated, memory_reserved, memory_stats,
@@ -43,13 +43,28 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'torch_neuronx' (torch_neuron_sim emulator) has no attribute '{name}'")
 
 
+class _CInternals:
+    """`torch_neuronx._C`: the internals real-backend tests use (facts §1d)
+    that make sense here; everything else is the emulator's own _C."""
+
+    @staticmethod
+    def _get_compilation_cache_stats() -> dict:
+        return compile_cache.stats()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_core, name)
+
+
+_C = _CInternals()
+
+
 def is_neuron_runtime_initialized() -> bool:
-    return _C._is_initialized()
+    return _core._is_initialized()
 
 
 def _lazy_init() -> None:
     """Raises in a child process forked after the parent used neuron (use 'spawn')."""
-    _C._lazy_init()
+    _core._lazy_init()
 
 
 def get_dynamo_metrics() -> list:
@@ -62,7 +77,7 @@ def reset_dynamo_metrics() -> None:
 
 
 def _not_emulated(feature: str, way_out: str) -> NotImplementedError:
-    _C._note_unsupported(feature)
+    _core._note_unsupported(feature)
     return NotImplementedError(f"torch_neuronx emulator: {feature} cannot run here: {way_out}")
 
 
@@ -107,7 +122,7 @@ def _configure() -> None:
         handler.setFormatter(logging.Formatter("[Neuron] [%(levelname)s] %(message)s"))
         log.addHandler(handler)
     only = os.environ.get("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS", "0").strip().lower()
-    _C._set_fallback_only_for_unimplemented(only in ("1", "true", "yes"))
+    _core._set_fallback_only_for_unimplemented(only in ("1", "true", "yes"))
     if os.environ.get(ALIAS_ENV, "").strip().lower() in ("1", "true", "yes"):
         install_torch_neuronx_alias()
 
