@@ -126,6 +126,8 @@ def test_explicit_generators():
     g2.set_state(g.get_state())
     assert torch.equal(torch.randn(4, device=D, generator=g).cpu(), torch.randn(4, device=D, generator=g2).cpu())
     assert torch.Generator(device="neuron:1").device == torch.device("neuron:1")
+    with pytest.raises(RuntimeError, match="Expected a 'neuron' device type for generator but found 'cpu'"):
+        torch.rand(3, device=D, generator=torch.Generator())  # as cuda refuses a CPU generator
 
 
 def test_fork_rng_restores_neuron_state():

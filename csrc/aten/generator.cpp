@@ -89,8 +89,10 @@ const at::Generator& defaultGenerator(c10::DeviceIndex index) {
 }
 
 at::Generator hostGeneratorOf(const at::Generator& g) {
-  if (g.device().type() == kNeuron) return g.get<NeuronGeneratorImpl>()->nextHostGenerator();
-  return g;
+  // As on cuda, a random op on the device takes only a generator of the device.
+  TORCH_CHECK(g.device().type() == kNeuron, "Expected a 'neuron' device type for generator but found '",
+              c10::DeviceTypeName(g.device().type(), /*lower_case=*/true), "'");
+  return g.get<NeuronGeneratorImpl>()->nextHostGenerator();
 }
 
 HostDefaultGeneratorRedirect::HostDefaultGeneratorRedirect(const at::Generator& device_generator) {
