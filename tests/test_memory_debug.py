@@ -18,9 +18,10 @@ DEV = 1
 def mode(request):
     """Switches a debug mode on for one test."""
     name = request.param
+    was_on = _C._debug_modes()[name]
     _C._set_debug_mode(name, True)
     yield name
-    _C._set_debug_mode(name, False)
+    _C._set_debug_mode(name, was_on)
 
 
 @pytest.mark.parametrize("mode", ["poison"], indirect=True)
