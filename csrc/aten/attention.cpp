@@ -31,9 +31,15 @@ bool attentionDtype(at::ScalarType s) { return s == at::kFloat || s == at::kHalf
 int64_t chooseBackend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                       const std::optional<at::Tensor>& /*mask*/, double /*dropout_p*/, bool /*is_causal*/,
                       std::optional<double> /*scale*/, bool /*enable_gqa*/) {
+  // The fused op has no CPU kernel to fall back to: a native-op table
+  // without it (an older release, or every op forced onto the fallback)
+  // sends attention down the math path, whose ops can fall back.
+  static const c10::OperatorHandle fused_op = c10::Dispatcher::singleton().findSchemaOrThrow(
+      "aten::_scaled_dot_product_fused_attention_overrideable", "");
   const bool fused = q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && attentionDtype(q.scalar_type()) &&
                      k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type() &&
-                     at::globalContext().userEnabledOverrideableSDP();
+                     at::globalContext().userEnabledOverrideableSDP() &&
+                     opEntry(fused_op).native.load(std::memory_order_relaxed);
   return static_cast<int64_t>(fused ? at::SDPBackend::overrideable : at::SDPBackend::math);
 }
 

@@ -175,6 +175,17 @@ void returnsToDevice(const c10::OperatorHandle& op, Stack* stack, int device) {
   }
 }
 
+// native_batch_norm updates running_mean and running_var (arguments 3 and 4)
+// in place, but its schema does not mark them as written, so cpu_fallback
+// would update host copies and drop them. Those two get host copies of our
+// own, written back after the op.
+bool writesUndeclaredRunningStats(const c10::OperatorHandle& op) {
+  static const c10::OperatorHandle bn = c10::Dispatcher::singleton().findSchemaOrThrow("aten::native_batch_norm", "");
+  static const c10::OperatorHandle bn_out =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::native_batch_norm", "out");
+  return op == bn || op == bn_out;
+}
+
 void runFallback(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
   if (!e.untracked) {
     e.fallbacks.fetch_add(1, std::memory_order_relaxed);
@@ -197,7 +208,19 @@ void runFallback(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
         opDevice(c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - nargs, nargs)))));
   }
   const int host_target = hostTargetDevice(op, *stack);
+  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2> running_stats;  // (neuron tensor, host copy)
+  if (C10_UNLIKELY(writesUndeclaredRunningStats(op))) {
+    const size_t first = stack->size() - op.schema().arguments().size();
+    for (size_t i : {size_t{3}, size_t{4}}) {
+      c10::IValue& v = (*stack)[first + i];
+      if (!v.isTensor() || !onNeuron(v.toTensor())) continue;
+      at::Tensor host = v.toTensor().cpu();  // cpu_fallback passes CPU tensors through as they are
+      running_stats.emplace_back(v.toTensor(), host);
+      v = host;
+    }
+  }
   at::native::cpu_fallback(op, stack);
+  for (auto& [device_stats, host] : running_stats) device_stats.copy_(host);
   if (C10_UNLIKELY(host_target >= 0)) returnsToDevice(op, stack, host_target);
 }
 

@@ -28,6 +28,6 @@ __all__ = [
 
 def __getattr__(name: str):
     if name == "strategies":  # imported on first use: hypothesis is optional
-        from . import strategies
-        return strategies
+        import importlib
+        return importlib.import_module(f"{__name__}.strategies")
     raise AttributeError(name)

@@ -126,16 +126,19 @@ class _Run:
         self.inputs: list[torch.Tensor] = []
         self.grads: list[torch.Tensor | None] = []
         self.param_grads: dict[str, torch.Tensor | None] = {}
+        self.state: dict[str, Any] = {}
         self.error: BaseException | None = None
 
 
 def _run(fn: Callable, args: tuple, kwargs: dict, device: str, grad: bool,
-         cotangent_seed: int) -> _Run:
+         cotangent_seed: int, grad_argnums: tuple[int, ...] | None) -> _Run:
     run = _Run(device)
     (args_d, kwargs_d) = tree_map(lambda x: mirror(x, device) if _is_tensor(x) else x, (args, kwargs))
     leaves = [x for x in tree_flatten((args_d, kwargs_d))[0] if _is_tensor(x)]
     if grad:
-        for t in leaves:
+        wanted = leaves if grad_argnums is None else [
+            x for i in grad_argnums for x in tree_flatten(args_d[i])[0] if _is_tensor(x)]
+        for t in wanted:
             if _differentiable(t):
                 t.requires_grad_(True)
     module = None
@@ -157,9 +160,12 @@ def _run(fn: Callable, args: tuple, kwargs: dict, device: str, grad: bool,
         return run
     run.outputs = [o.detach() if _is_tensor(o) else o for o in flat_out]
     run.inputs = [t.detach() for t in leaves]
-    run.grads = [t.grad for t in leaves] if grad else []
-    if module is not None and grad:
-        run.param_grads = {n: p.grad for n, p in module.named_parameters()}
+    run.grads = [t.grad if t.requires_grad else None for t in leaves] if grad else []
+    if module is not None:
+        # Buffers (running stats) and parameters after the call.
+        run.state = {n: v.detach() for n, v in module.state_dict().items()}
+        if grad:
+            run.param_grads = {n: p.grad for n, p in module.named_parameters()}
     return run
 
 
@@ -214,6 +220,8 @@ def _compare_runs(ref: _Run, dev: _Run, label: str, rtol, atol, check_device: bo
                                  f"neuron {'None' if d is None else 'a tensor'}")
         if c is not None:
             _compare(c, d, f"[{label}] grad of input {i}", rtol, atol, True, check_device)
+    for name, c in ref.state.items():
+        _compare(c, dev.state[name], f"[{label}] module state {name!r} after the call", rtol, atol, False, False)
     for name, c in ref.param_grads.items():
         d = dev.param_grads.get(name)
         if (c is None) != (d is None):
@@ -224,7 +232,8 @@ def _compare_runs(ref: _Run, dev: _Run, label: str, rtol, atol, check_device: bo
 
 def assert_parity(fn: Callable, *args: Any, grad: bool = False, path: str = "table",
                   rtol: float | None = None, atol: float | None = None, device: str = "neuron",
-                  check_device: bool = True, **kwargs: Any) -> None:
+                  check_device: bool = True, allow_errors: bool = True,
+                  grad_argnums: tuple[int, ...] | None = None, **kwargs: Any) -> None:
     """Asserts `fn(*args, **kwargs)` gives on `device` what it gives on CPU.
 
     Tensors among args/kwargs (nested in lists, tuples and dicts too) are CPU
@@ -240,23 +249,29 @@ def assert_parity(fn: Callable, *args: Any, grad: bool = False, path: str = "tab
     fallback, once with the ops that fell back forced native, so a kernel is
     checked on the path the real device takes and on the other one.
     rtol/atol override the per-dtype tolerances (see `tolerance`).
+    grad_argnums: the positional arguments to differentiate (default: every
+    floating-point tensor), e.g. to leave batch norm's running stats alone.
+    allow_errors=False fails when the CPU run raises (the inputs are then not
+    exercising the op at all).
     """
     if path not in ("table", "both", *PATHS):
         raise ValueError(f"path={path!r}: use 'table', 'both', 'fallback' or 'native'")
     cotangent_seed = 0x5EED
-    ref = _run(fn, args, kwargs, "cpu", grad, cotangent_seed)
+    ref = _run(fn, args, kwargs, "cpu", grad, cotangent_seed, grad_argnums)
+    if ref.error is not None and not allow_errors:
+        raise AssertionError(f"the CPU reference raised {type(ref.error).__name__}: {ref.error}") from ref.error
     before = _fallback_counts()
     with execution_path("fallback" if path == "fallback" else "table"):
-        dev = _run(fn, args, kwargs, device, grad, cotangent_seed)
+        dev = _run(fn, args, kwargs, device, grad, cotangent_seed, grad_argnums)
     _compare_runs(ref, dev, "fallback" if path == "fallback" else "table", rtol, atol, check_device)
     if path in ("both", "native"):
         after = _fallback_counts()
         fell = [n for n, c in after.items() if c > before.get(n, 0)]
         if fell or path == "native":
             with execution_path("native", fell):
-                dev = _run(fn, args, kwargs, device, grad, cotangent_seed)
+                dev = _run(fn, args, kwargs, device, grad, cotangent_seed, grad_argnums)
             _compare_runs(ref, dev, "native: " + (", ".join(sorted(fell)) or "table"), rtol, atol, check_device)
     if path == "both":
         with execution_path("fallback"):
-            dev = _run(fn, args, kwargs, device, grad, cotangent_seed)
+            dev = _run(fn, args, kwargs, device, grad, cotangent_seed, grad_argnums)
         _compare_runs(ref, dev, "fallback", rtol, atol, check_device)

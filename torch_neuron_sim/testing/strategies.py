@@ -78,7 +78,10 @@ def values(t: torch.Tensor, seed: int, low: float | None = None, high: float | N
             lo = -3.0 if low is None else low
             hi = 3.0 if high is None else high
             x = torch.rand(t.shape, generator=g, dtype=torch.float64) * (hi - lo) + lo
-        t.copy_(x)
+        # float64 values are drawn float32-representable: the 64-bit rule
+        # rounds float64 inputs to float32 on native ops, and full-width
+        # values would test that rounding rather than the op.
+        t.copy_(x.float() if t.dtype == torch.float64 else x)
     else:
         lo, hi = _INT_RANGE.get(t.dtype, (-100, 100))
         lo = lo if low is None else int(low)
