@@ -139,3 +139,18 @@ def test_freed_memory_reused_while_another_stream_used_it(record):
                 z = torch.zeros(4096, device="neuron")
             z = torch.zeros(4096, device="neuron")  # reported once; the block's history starts afresh
         assert z.data_ptr() == address  # the arena gave the same block back
+
+
+def test_cross_device_copies_order_both_devices_current_streams():
+    # As cuda's peer copies: the copy waits for, and is waited for by, the
+    # current streams of both devices.
+    with check_stream_order():
+        x = torch.ones(8, device="neuron:0")
+        y = x.to("neuron:1") + 1
+        z = y.to("neuron:0") * 2
+        assert z.sum().item() == 32
+        side = N.Stream(device=1)
+        with N.stream(side):
+            w = torch.ones(8, device="neuron:1")
+        with pytest.raises(StreamOrderError):
+            w.to("neuron:0")  # copied on neuron:1's default stream, written on `side`

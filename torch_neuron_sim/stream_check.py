@@ -57,13 +57,14 @@ class _StreamOrderMode(TorchDispatchMode):
         super().__init__()
         self.storages: dict[tuple[int, int], _History] = {}
 
-    def _device(self, args: tuple, kwargs: dict) -> Optional[int]:
-        for t in _neuron_tensors((args, kwargs)):
-            return t.device.index
+    def _devices(self, args: tuple, kwargs: dict) -> list[int]:
+        """The neuron devices an op touches: its tensors' and its device= argument's."""
+        found = {t.device.index for t in _neuron_tensors((args, kwargs))}
         dev = kwargs.get("device")
         if dev is not None and torch.device(dev).type == "neuron":
-            return torch.device(dev).index if torch.device(dev).index is not None else _C._current_device()
-        return None
+            d = torch.device(dev)
+            found.add(d.index if d.index is not None else _C._current_device())
+        return sorted(found)
 
     def _check(self, t: torch.Tensor, write: bool, now: _Access) -> None:
         key = (t.device.index, t.untyped_storage().data_ptr())
@@ -106,35 +107,56 @@ class _StreamOrderMode(TorchDispatchMode):
             self.storages.setdefault((t.device.index, t.untyped_storage().data_ptr()), _History()).recorded.add(
                 (s.device_index, s.stream_id))
             return func(*args, **kwargs)
-        device = self._device(args, kwargs)
-        if device is None:
+        devices = self._devices(args, kwargs)
+        if not devices:
             return func(*args, **kwargs)
         returns = func._schema.returns
         if any(r.alias_info is not None and not r.alias_info.is_write for r in returns):
             return func(*args, **kwargs)  # a view: metadata only, no device access
-        stream = (device, _C._current_stream_id(device))
-        now = _Access(stream, _C._order_tick(*stream), str(func.name()))
-        schema_args = func._schema.arguments
+        streams = {d: (d, _C._current_stream_id(d)) for d in devices}
+        if len(streams) > 1:
+            _barrier(list(streams.values()))  # a cross-device copy orders both devices' current streams
+        name = str(func.name())
+        at = {d: _Access(s, _C._order_tick(*s), name) for d, s in streams.items()}
         written = set()
-        for i, arg in enumerate(schema_args):
+        for i, arg in enumerate(func._schema.arguments):
             value = args[i] if i < len(args) else kwargs.get(arg.name)
             is_write = arg.alias_info is not None and arg.alias_info.is_write
             for t in _neuron_tensors(value):
-                self._check(t, is_write, now)
+                self._check(t, is_write, at[t.device.index])
                 if is_write:
                     written.add(t.untyped_storage().data_ptr())
         out = func(*args, **kwargs)
-        for t in _neuron_tensors(out):  # results: written by this op on this stream
-            if t.untyped_storage().data_ptr() not in written:
-                key = (t.device.index, t.untyped_storage().data_ptr())
-                h = self.storages.get(key)
-                if h is not None and h.write is not None and h.write.n == now.n and h.write.stream == stream:
-                    continue  # several results in one storage
-                fresh = self.storages[key] = _History(alloc=stream)
-                fresh.write = now
-                if h is not None and key[1] != 0:
-                    self._reused(h, now)  # after the new history is in place: reported once
+        for t in _neuron_tensors(out):  # results: written by this op on their device's stream
+            if t.untyped_storage().data_ptr() in written:
+                continue
+            if t.device.index not in at:  # a device only the result names
+                s_out = (t.device.index, _C._current_stream_id(t.device.index))
+                at[t.device.index] = _Access(s_out, _C._order_tick(*s_out), name)
+            now = at[t.device.index]
+            key = (t.device.index, t.untyped_storage().data_ptr())
+            h = self.storages.get(key)
+            if h is not None and h.write is not None and h.write.n == now.n and h.write.stream == now.stream:
+                continue  # several results in one storage
+            fresh = self.storages[key] = _History(alloc=now.stream)
+            fresh.write = now
+            if h is not None and key[1] != 0:
+                self._reused(h, now)  # after the new history is in place: reported once
         return out
+
+
+def _barrier(streams: list[tuple[int, int]]) -> None:
+    # Every stream waits for every other, through events (which the guard
+    # enters in the happens-before books), as cuda's peer copies do.
+    refs = [torch.Stream(stream_id=sid, device_index=d, device_type=20) for d, sid in streams]
+    events = []
+    for r in refs:
+        e = torch.Event(device="neuron")
+        e.record(r)
+        events.append(e)
+    for r in refs:
+        for e in events:
+            e.wait(r)
 
 
 @contextlib.contextmanager
