@@ -3,6 +3,7 @@
 a large simulated device really costs."""
 import threading
 
+import pytest
 import torch
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -11,6 +12,18 @@ from torch_neuron_sim import _C
 from conftest import run_python
 
 DEVICES = [2, 3]
+
+
+@pytest.fixture(autouse=True)
+def plain_arena():
+    """These tests assert the normal block layout: poisoning and guard bytes
+    (which a run may switch on with NEURON_SIM_POISON/GUARD) are off here."""
+    was = _C._debug_modes()
+    for m in ("poison", "guard"):
+        _C._set_debug_mode(m, False)
+    yield
+    for m in ("poison", "guard"):
+        _C._set_debug_mode(m, was[m])
 
 
 def arena_blocks(device):
@@ -149,7 +162,7 @@ def test_a_24_gib_device_costs_only_the_pages_touched():
         torch.neuron.empty_cache()                                         # pages go back to the host
         r3 = rss()
         print((r1 - r0) // MiB, (r2 - r1) // MiB, (r2 - r3) // MiB)
-    """)
+    """, {"NEURON_SIM_POISON": "0", "NEURON_SIM_GUARD": "0"})  # poisoning would write all 20 GiB
     assert r.returncode == 0, r.stderr
     lines = r.stdout.split("\n")
     assert lines[0] == "24"
