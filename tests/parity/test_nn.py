@@ -61,8 +61,9 @@ def _batch_norm(dtype, data):
     # input (as TorchNeuron's fallback does, through .cpu()); CPU's batch norm
     # then accumulates in fp32, while on the strided original it runs a
     # TensorIterator path with bf16 intermediates. (x - mean) cancels O(1)
-    # terms: up to 4 bf16 ulps at 1.0.
-    tol = dict(rtol=1.6e-2, atol=3.2e-2) if dtype == BF16 else {}
+    # terms; measured against float64 each side is within ~4 bf16 ulps at
+    # 1.0 (gradients included), so they may differ by 8.
+    tol = dict(rtol=1.6e-2, atol=6.4e-2) if dtype == BF16 else {}
     parity(train, x, w, b, mean, var, grad=True, grad_argnums=(0, 1, 2), **tol)
     parity(lambda x, w, b, m, v: F.batch_norm(x, m, v, w, b, training=False), x, w, b, mean, var, grad=True,
            grad_argnums=(0, 1, 2), **tol)

@@ -141,10 +141,14 @@ def _run(fn: Callable, args: tuple, kwargs: dict, device: str, grad: bool,
         for t in wanted:
             if _differentiable(t):
                 t.requires_grad_(True)
-    module = None
+    # Modules (as fn, or among the positional args) get a deep copy per side.
+    modules: list[tuple[str, torch.nn.Module]] = []
     if isinstance(fn, torch.nn.Module):
-        module = copy.deepcopy(fn).to(device)
-        fn = module
+        fn = copy.deepcopy(fn).to(device)
+        modules.append(("", fn))
+    if any(isinstance(a, torch.nn.Module) for a in args_d):
+        args_d = tuple(copy.deepcopy(a).to(device) if isinstance(a, torch.nn.Module) else a for a in args_d)
+        modules += [(f"arg{i}.", a) for i, a in enumerate(args_d) if isinstance(a, torch.nn.Module)]
     try:
         out = fn(*args_d, **kwargs_d)
         flat_out = tree_flatten(out)[0]
@@ -161,11 +165,11 @@ def _run(fn: Callable, args: tuple, kwargs: dict, device: str, grad: bool,
     run.outputs = [o.detach() if _is_tensor(o) else o for o in flat_out]
     run.inputs = [t.detach() for t in leaves]
     run.grads = [t.grad if t.requires_grad else None for t in leaves] if grad else []
-    if module is not None:
+    for prefix, module in modules:
         # Buffers (running stats) and parameters after the call.
-        run.state = {n: v.detach() for n, v in module.state_dict().items()}
+        run.state.update({prefix + n: v.detach() for n, v in module.state_dict().items()})
         if grad:
-            run.param_grads = {n: p.grad for n, p in module.named_parameters()}
+            run.param_grads.update({prefix + n: p.grad for n, p in module.named_parameters()})
     return run
 
 
