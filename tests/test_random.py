@@ -128,6 +128,8 @@ def test_explicit_generators():
     assert torch.Generator(device="neuron:1").device == torch.device("neuron:1")
     with pytest.raises(RuntimeError, match="Expected a 'neuron' device type for generator but found 'cpu'"):
         torch.rand(3, device=D, generator=torch.Generator())  # as cuda refuses a CPU generator
+    with pytest.raises(RuntimeError, match="Expected a 'cpu' device type for generator but found 'neuron'"):
+        torch.randperm(4, generator=g)  # a CPU op with a neuron generator
 
 
 def test_fork_rng_restores_neuron_state():

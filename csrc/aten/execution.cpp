@@ -47,6 +47,22 @@ int opDevice(c10::ArrayRef<c10::IValue> args) {
   return currentDeviceIndex();
 }
 
+// A CPU op reaches this kernel when only its generator is a neuron one (the
+// generator's dispatch key joins the op's key set): refuse it, as cuda does.
+void checkGeneratorPlacement(const c10::OperatorHandle& op, const Stack& stack) {
+  const size_t nargs = op.schema().arguments().size();
+  for (size_t i = stack.size() - nargs; i < stack.size(); ++i) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor() && onNeuron(v.toTensor())) return;
+    if (v.isDevice() && v.toDevice().type() == kNeuron) return;
+    if (v.isList())
+      for (const auto& e : v.toListRef())
+        if (e.isTensor() && onNeuron(e.toTensor())) return;
+  }
+  TORCH_CHECK(false, "Expected a 'cpu' device type for generator but found 'neuron' (", op.schema().name(),
+              " runs on the CPU here; pass a CPU generator, or create the tensor on neuron)");
+}
+
 // Random ops draw from the device's generator, never from the CPU stream.
 void useDeviceGenerators(const OpEntry& e, Stack* stack, size_t first, int device) {
   for (size_t i : e.generator_args) {
@@ -230,6 +246,7 @@ void neuronKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* sta
   }
   runtime::HostAccess access;  // NEURON_SIM_PROTECT: kernels may touch arena pages
   OpEntry& e = opEntry(op);
+  if (C10_UNLIKELY(!e.generator_args.empty())) checkGeneratorPlacement(op, *stack);
   if (e.native.load(std::memory_order_relaxed)) {
     e.executed.fetch_add(1, std::memory_order_relaxed);
     try {
