@@ -21,6 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from . import _C
+from .streams import _DEVICE_TYPE
 
 __all__ = ["StreamOrderError", "check_stream_order"]
 
@@ -148,7 +149,7 @@ class _StreamOrderMode(TorchDispatchMode):
 def _barrier(streams: list[tuple[int, int]]) -> None:
     # Every stream waits for every other, through events (which the guard
     # enters in the happens-before books), as cuda's peer copies do.
-    refs = [torch.Stream(stream_id=sid, device_index=d, device_type=20) for d, sid in streams]
+    refs = [torch.Stream(stream_id=sid, device_index=d, device_type=_DEVICE_TYPE) for d, sid in streams]
     events = []
     for r in refs:
         e = torch.Event(device="neuron")

@@ -8,7 +8,8 @@ waits return at once, and an event's timestamp is taken when it is recorded,
 so elapsed_time measures the work launched between two records. The state
 (current stream per thread and device, stream ids, event records) lives in
 C++ (csrc/aten/guard.cpp), so torch.Stream, torch.Event and torch.accelerator
-see the same streams as these classes.
+see the same streams as these classes. stream_check.py finds the missing waits
+that synchronous execution hides.
 """
 from __future__ import annotations
 
