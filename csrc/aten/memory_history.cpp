@@ -15,6 +15,7 @@
 #include "../runtime/debug_modes.h"
 #include "../runtime/device.h"
 #include "../runtime/fault_injection.h"
+#include "../runtime/host_access.h"
 
 namespace py = pybind11;
 
@@ -296,6 +297,15 @@ void registerMemoryBindings(py::module_& m) {
   m.def("_allocations_until_failure", &runtime::allocationsUntilFailure);
   m.def("_set_memory_limit", [](int i, uint64_t bytes) { runtime::arena(i).setLimit(bytes); });
   m.def("_memory_limit", [](int i) { return runtime::arena(i).limit(); });
+  // Host access to arena pages under NEURON_SIM_PROTECT, for code that reads
+  // device bytes on purpose (tests, inspectors): `with _HostAccess(): ...`.
+  struct HostAccessContext {
+    std::unique_ptr<runtime::HostAccess> access;
+  };
+  py::class_<HostAccessContext>(m, "_HostAccess")
+      .def(py::init<>())
+      .def("__enter__", [](HostAccessContext& c) { c.access = std::make_unique<runtime::HostAccess>(); })
+      .def("__exit__", [](HostAccessContext& c, py::args) { c.access.reset(); });
   m.def("_debug_modes", [] {
     py::dict d;
     d["poison"] = runtime::debugMode(runtime::kPoison);
