@@ -173,3 +173,12 @@ torch.save({{"losses": losses, "state": {{k: v.cpu() for k, v in model.state_dic
     assert resumed["losses"] == losses  # exact floats
     for k, v in final.items():
         assert torch.equal(resumed["state"][k], v), k
+
+
+def test_generator_roundtrip_continues_its_stream():
+    g = torch.Generator(device="neuron:1").manual_seed(5)
+    torch.rand(3, device="neuron:1", generator=g)
+    g2 = _roundtrip(g, weights_only=False)
+    assert g2.device == torch.device("neuron:1")
+    assert torch.equal(torch.rand(8, device="neuron:1", generator=g).cpu(),
+                       torch.rand(8, device="neuron:1", generator=g2).cpu())
