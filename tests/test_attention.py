@@ -8,6 +8,13 @@ import torch.nn.functional as F
 
 import torch_neuron_sim
 
+
+@pytest.fixture(autouse=True)
+def default_native_ops():
+    """These tests rely on the default table; other tests may have changed it."""
+    torch_neuron_sim.native_ops.load()
+
+
 FUSED = "aten::_scaled_dot_product_fused_attention_overrideable"
 
 

@@ -1,11 +1,18 @@
 """The eager compile cache and torch_neuronx.metrics: one compilation per new
 (op, dtypes, shapes) signature, hits for repeats, real metric names and
 report format, TORCH_NEURONX_METRICS_ENABLED, NEURON_SIM_COMPILE_MS."""
+import pytest
 import torch
 
 import torch_neuron_sim
 from torch_neuron_sim import compile_cache, metrics
 from conftest import run_python
+
+
+@pytest.fixture(autouse=True)
+def default_native_ops():
+    """These tests rely on the default table; other tests may have changed it."""
+    torch_neuron_sim.native_ops.load()
 
 
 def test_new_shapes_compile_and_repeats_hit():

@@ -7,6 +7,13 @@ import torch
 import torch_neuron_sim
 from conftest import run_python
 
+
+@pytest.fixture(autouse=True)
+def default_native_ops():
+    """These tests rely on the default table; other tests may have changed it."""
+    torch_neuron_sim.native_ops.load()
+
+
 N = "neuron"
 
 

@@ -2,11 +2,19 @@
 default table is the one loaded, and docs/native-ops.md is its rendering."""
 from pathlib import Path
 
+import pytest
 import torch
 
 import torch_neuron_sim
 from torch_neuron_sim import native_ops
 from torch_neuron_sim.native_ops import render
+
+
+@pytest.fixture(autouse=True)
+def default_native_ops():
+    """These tests rely on the default table; other tests may have changed it."""
+    torch_neuron_sim.native_ops.load()
+
 
 ROOT = Path(__file__).resolve().parent.parent
 

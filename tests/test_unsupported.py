@@ -7,6 +7,13 @@ import torch.autograd.forward_ad as fwAD
 import torch_neuron_sim
 from torch_neuron_sim import _C
 
+
+@pytest.fixture(autouse=True)
+def default_native_ops():
+    """These tests rely on the default table; other tests may have changed it."""
+    torch_neuron_sim.native_ops.load()
+
+
 FWD = r"forward-mode AD .* not supported.*reverse-mode.*(torch.autograd.grad|jacrev)"
 
 
