@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,6 +21,8 @@ def default_native_ops():
     """These tests rely on the default table; other tests may have changed it."""
     torch_neuron_sim.native_ops.load()
 
+
+ROOT = Path(__file__).resolve().parent.parent
 
 SCRIPT = textwrap.dedent("""\
     import sys
@@ -147,3 +150,20 @@ def test_collect_env():
     assert f"torch_neuron_sim version: {torch_neuron_sim.__version__}" in r.stdout
     assert "native-op table: torchneuron-2.14-beta (" in r.stdout
     assert "HBM per device: 24 GiB" in r.stdout
+
+
+def test_report_of_the_example(tmp_path):
+    """What `make demo` ends with: the example trains natively; sampling falls back."""
+    example = ROOT / "examples" / "transformer_lm.py"
+    line = next(i for i, text in enumerate(example.read_text().splitlines(), 1) if "torch.multinomial(" in text)
+    out = tmp_path / "r.json"
+    r = subprocess.run([sys.executable, "-m", "torch_neuron_sim", "report", "--json", "--output", str(out),
+                        str(example), "--steps", "1", "--generate", "3"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(out.read_text())
+    assert data["fallback_ops"] == [
+        {"op": "aten::multinomial", "count": 3, "sites": [{"site": f"{example}:{line}", "count": 3}]}]
+    native = {n["op"] for n in data["native_ops"]}
+    assert {"aten::_scaled_dot_product_fused_attention_overrideable", "aten::embedding", "aten::addmm"} <= native
+    assert data["unsupported_features"] == [] and data["memory"][0]["peak_bytes"] > 0
