@@ -85,7 +85,7 @@ OpEntry& opEntry(const c10::OperatorHandle& op) {
       const bool list = inner->kind() == c10::TypeKind::ListType;
       const auto elem = list ? inner->castRaw<c10::ListType>()->getElementType() : inner;
       const auto elem_inner = elem->cast<c10::OptionalType>() ? elem->castRaw<c10::OptionalType>()->getElementType() : elem;
-      if (elem_inner->kind() == c10::TypeKind::TensorType || inner->kind() == c10::TypeKind::ScalarTypeType)
+      if (elem_inner->kind() == c10::TypeKind::TensorType || is_dtype)
         slot->may_downcast = true;
       if (args[i].alias_info() && args[i].alias_info()->isWrite() && i < 64) slot->written_args |= uint64_t{1} << i;
     }
