@@ -117,3 +117,10 @@ def test_policy_switch_at_runtime():
         torch_neuron_sim.dtype_policy.set_dtype_policy("trainium")
     with pytest.raises(ValueError, match="trainium"):
         torch_neuron_sim.dtype_policy.set_dtype_policy("fast")
+
+
+def test_factories_with_a_64bit_dtype_compute_in_32_bits():
+    r = torch.full((3,), 0.1, dtype=torch.float64, device=N)
+    assert r.dtype == torch.float64
+    assert torch.equal(r.cpu(), torch.full((3,), 0.1, dtype=torch.float32).double())
+    assert torch.full((2,), 2**32 + 7, dtype=torch.int64, device=N).tolist() == [7, 7]
