@@ -15,7 +15,6 @@
 #include "../runtime/debug_modes.h"
 #include "../runtime/device.h"
 #include "../runtime/fault_injection.h"
-#include "../runtime/host_access.h"
 
 namespace py = pybind11;
 
@@ -183,6 +182,8 @@ const char* actionName(Action a) {
   return "?";
 }
 
+}  // namespace
+
 // torch.cuda.memory._snapshot()'s structure: one segment per device arena
 // (the whole HBM, reserved up front) with its blocks in address order, and a
 // trace of allocator actions per device.
@@ -273,52 +274,6 @@ void recordHistory(const std::optional<std::string>& enabled, const std::optiona
   // are freed; but once nothing records, the map would go stale.
   if (!s.record_state && !runtime::debugMode(runtime::kGuard)) s.sites.clear();
   syncModeBit(s);
-}
-
-}  // namespace
-
-void registerMemoryBindings(py::module_& m) {
-  m.def("_record_memory_history", &recordHistory, py::arg("enabled"), py::arg("context"),
-        py::arg("max_entries"), py::arg("clear_history"));
-  m.def("_memory_snapshot", &snapshot);
-  m.def("_allocation_site", [](uintptr_t data) { return allocationSite(reinterpret_cast<const void*>(data)); });
-  m.def("_check_guards", [] {
-    py::list out;
-    for (int i = 0; i < runtime::deviceCount(); ++i) {
-      runtime::Arena* a = runtime::reservedArena(i);
-      if (!a) continue;
-      for (const auto& d : a->checkGuards())
-        out.append(py::make_tuple(i, d.data, d.requested, d.first_damaged_byte,
-                                  allocationSite(reinterpret_cast<const void*>(d.data))));
-    }
-    return out;
-  });
-  m.def("_arm_alloc_failure", &runtime::armAllocationFailure);
-  m.def("_allocations_until_failure", &runtime::allocationsUntilFailure);
-  m.def("_set_memory_limit", [](int i, uint64_t bytes) { runtime::arena(i).setLimit(bytes); });
-  m.def("_memory_limit", [](int i) { return runtime::arena(i).limit(); });
-  // Host access to arena pages under NEURON_SIM_PROTECT, for code that reads
-  // device bytes on purpose (tests, inspectors): `with _HostAccess(): ...`.
-  struct HostAccessContext {
-    std::unique_ptr<runtime::HostAccess> access;
-  };
-  py::class_<HostAccessContext>(m, "_HostAccess")
-      .def(py::init<>())
-      .def("__enter__", [](HostAccessContext& c) { c.access = std::make_unique<runtime::HostAccess>(); })
-      .def("__exit__", [](HostAccessContext& c, py::args) { c.access.reset(); });
-  m.def("_debug_modes", [] {
-    py::dict d;
-    d["poison"] = runtime::debugMode(runtime::kPoison);
-    d["guard"] = runtime::debugMode(runtime::kGuard);
-    d["protect"] = runtime::debugMode(runtime::kProtect);
-    return d;
-  });
-  m.def("_set_debug_mode", [](const std::string& name, bool on) {
-    // Protection is fixed at start-up: arenas are mapped accordingly.
-    if (name == "poison") runtime::setDebugMode(runtime::kPoison, on);
-    else if (name == "guard") runtime::setDebugMode(runtime::kGuard, on);
-    else throw py::value_error("debug mode must be 'poison' or 'guard' (NEURON_SIM_PROTECT is set at start-up)");
-  });
 }
 
 }  // namespace neuron_sim::history

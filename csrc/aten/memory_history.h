@@ -6,9 +6,10 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
-namespace pybind11 { class module_; }
+namespace pybind11 { class dict; }
 
 namespace neuron_sim::history {
 
@@ -18,7 +19,12 @@ void recordOom(int device, size_t requested, uint64_t device_free);
 // "  File "x.py", line 3, in f" lines of the block's allocation, innermost last.
 std::string allocationSite(const void* data);
 
-// _record_memory_history, _snapshot, guard checks, fault injection, limits.
-void registerMemoryBindings(pybind11::module_& m);
+// torch.cuda.memory._record_memory_history's enabled ("state", "all" or none)
+// and context (none: sizes without stacks); the trace keeps max_entries.
+void recordHistory(const std::optional<std::string>& enabled, const std::optional<std::string>& context,
+                   size_t max_entries, bool clear);
+// torch.cuda.memory._snapshot()'s structure: segments (one per reserved
+// arena, every block) and device_traces.
+pybind11::dict snapshot();
 
 }  // namespace neuron_sim::history

@@ -14,7 +14,7 @@
 #include "compile_cache.h"
 #include "dtype_policy.h"
 #include "generator.h"
-#include "memory_history.h"
+#include "memory_bindings.h"
 #include "op_table.h"
 #include "neuron.h"
 
@@ -75,7 +75,7 @@ py::dict statDict(const runtime::Stat& s) {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_neuron_sim C++ core: the simulated Trainium device behind PyTorch's PrivateUse1 key";
   installHostAllocatorWrapper();
-  history::registerMemoryBindings(m);  // snapshots, guard checks, fault injection, limits
+  registerMemoryBindings(m);  // snapshots, guard checks, fault injection, limits
 
   // Devices
   m.def("_device_count", [] { return runtime::deviceCount(); });
