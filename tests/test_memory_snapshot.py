@@ -146,3 +146,17 @@ def test_pytorch_memory_viz_renders_a_dumped_snapshot(history, tmp_path):
     summary = _memory_viz.segsum(data)  # checks that the blocks account for every byte of the arena
     assert "total_reserved:" in summary and "segments:" in summary
     assert f"Device {DEV}" in _memory_viz.trace(data)
+
+
+def test_guarded_blocks_keep_trace_and_blocks_consistent(history):
+    _C._set_debug_mode("guard", True)
+    try:
+        a = allocate_weights()
+        snap = torch.neuron.memory._snapshot()
+    finally:
+        _C._set_debug_mode("guard", False)
+    (alloc,) = [e for e in snap["device_traces"][DEV] if e["action"] == "alloc"]
+    block = next(blk for blk in blocks_of(snap, DEV)["blocks"] if blk["address"] == alloc["addr"])
+    assert alloc["addr"] == a.data_ptr() - 512  # the block starts with its guard bytes
+    assert block["state"] == "active_allocated" and block["frames"][0]["name"] == "allocate_weights"
+    del a

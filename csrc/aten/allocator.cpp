@@ -173,7 +173,7 @@ void arenaDelete(void* ptr) {
   }
   runtime::FreedBlock f = a->free(ptr);
   if (f.guard_damaged) reportGuardDamage(a, ptr, f);
-  if (runtime::debugModes() & (runtime::kHistory | runtime::kGuard)) history::recordFree(ptr, f.requested);
+  if (runtime::debugModes() & (runtime::kHistory | runtime::kGuard)) history::recordFree(ptr, f.block, f.requested);
 }
 
 c10::DataPtr allocateOn(int device, size_t bytes, c10::Device label) {

@@ -104,26 +104,28 @@ void syncModeBit(const State& s) { runtime::setDebugMode(runtime::kHistory, s.re
 
 }  // namespace
 
+// Sites are keyed by the data pointer (what a guard report or a tensor
+// knows); trace entries carry the block's start, as the snapshot's blocks do,
+// so the visualizer matches them even when guard bytes precede the data.
 void recordAlloc(int device, const void* data, size_t requested) {
   State& s = state();
   Stack frames = (wantsSites(s) || (s.record_trace && s.record_frames)) ? capturePythonStack() : Stack();
+  const uintptr_t block = s.record_trace ? runtime::arena(device).blockStart(data) : 0;
   std::lock_guard<std::mutex> g(s.mu);
-  auto addr = reinterpret_cast<uintptr_t>(data);
-  if (wantsSites(s)) s.sites[addr] = frames;
-  push(s, device, {Action::kAlloc, addr, requested, 0, nowUs(), frames});
+  if (wantsSites(s)) s.sites[reinterpret_cast<uintptr_t>(data)] = frames;
+  push(s, device, {Action::kAlloc, block, requested, 0, nowUs(), frames});
 }
 
-void recordFree(const void* data, size_t requested) {
+void recordFree(const void* data, uintptr_t block, size_t requested) {
   State& s = state();
-  auto addr = reinterpret_cast<uintptr_t>(data);
   Stack frames = s.record_trace && s.record_frames ? capturePythonStack() : Stack();
   int device = deviceOf(data);
   std::lock_guard<std::mutex> g(s.mu);
-  s.sites.erase(addr);
+  s.sites.erase(reinterpret_cast<uintptr_t>(data));
   int64_t t = nowUs();
   // Blocks return to the arena at once: the free is requested and completed together.
-  push(s, device, {Action::kFreeRequested, addr, requested, 0, t, frames});
-  push(s, device, {Action::kFreeCompleted, addr, requested, 0, t, frames});
+  push(s, device, {Action::kFreeRequested, block, requested, 0, t, frames});
+  push(s, device, {Action::kFreeCompleted, block, requested, 0, t, frames});
 }
 
 void recordOom(int device, size_t requested, uint64_t device_free) {

@@ -14,7 +14,8 @@ namespace pybind11 { class dict; }
 namespace neuron_sim::history {
 
 void recordAlloc(int device, const void* data, size_t requested);
-void recordFree(const void* data, size_t requested);
+// `block` is where the block started: the address snapshots and traces use.
+void recordFree(const void* data, uintptr_t block, size_t requested);
 void recordOom(int device, size_t requested, uint64_t device_free);
 // "  File "x.py", line 3, in f" lines of the block's allocation, innermost last.
 std::string allocationSite(const void* data);

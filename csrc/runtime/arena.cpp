@@ -100,6 +100,7 @@ FreedBlock Arena::free(void* ptr) {
     throw std::runtime_error("free of a pointer that is not a live block of this arena");
   const Live b = it->second;
   FreedBlock result;
+  result.block = base_ + b.offset;
   result.requested = b.requested;
   result.size = b.size;
   const bool poison = debugMode(kPoison);
@@ -152,6 +153,12 @@ FreedBlock Arena::free(void* ptr) {
     insertFree(start, size);
   }
   return result;
+}
+
+uintptr_t Arena::blockStart(const void* data) const {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = live_.find(reinterpret_cast<uintptr_t>(data) - base_);
+  return it == live_.end() ? 0 : base_ + it->second.offset;
 }
 
 std::vector<GuardDamage> Arena::checkGuards() const {

@@ -43,6 +43,7 @@ struct BlockInfo {
 // What free() found. Guard damage is reported, not thrown: free runs in
 // deleters, which must not throw; the caller decides how to report it.
 struct FreedBlock {
+  uintptr_t block = 0;  // where the block started (before its guard bytes, if any)
   uint64_t requested = 0, size = 0;
   bool guard_damaged = false;
   int64_t first_damaged_byte = 0;  // relative to the data pointer; < 0 means before it
@@ -70,6 +71,8 @@ class Arena {
   void* allocate(uint64_t size);
   // Frees a pointer this arena returned.
   FreedBlock free(void* ptr);
+  // Start of the live block holding `data` (its guard bytes included), 0 if none.
+  uintptr_t blockStart(const void* data) const;
   // Guard bytes of every live guarded block that were overwritten.
   std::vector<GuardDamage> checkGuards() const;
   // Caps the bytes held by live blocks (set_per_process_memory_fraction);
