@@ -16,17 +16,30 @@ def _with_dim(draw, dtype, min_dims=1, nonempty=True, low=None, high=None, layou
     return x, dim, draw(st.booleans())
 
 
+# bf16 reductions: a fallback op reduces a compact host copy (what the
+# fallback passes, as TorchNeuron's does), the CPU reference the strided
+# original; CPU's kernel accumulates them in different orders and, for some
+# layouts, in bf16. The bound of a bf16 summation is a few ulps of the sum
+# of magnitudes, not of the result (sums cancel): rtol of 4 bf16 ulps, and an
+# atol of one bf16 ulp of sum(|x|), at least 4 ulps at 1.0.
+def _tol(dtype, x=None):
+    if dtype != BF16:
+        return {}
+    mass = float(x.float().abs().nan_to_num(0.0, 0.0, 0.0).sum()) if x is not None else 0.0
+    return dict(rtol=3.2e-2, atol=max(3.2e-2, mass * 2**-8))
+
+
 def _dim_case(name, fn, dtypes=F32_BF16, grad=True, nonempty=True, low=None, high=None, layouts=nst.LAYOUTS):
     def check(dtype, data):
         x, dim, keep = data.draw(_with_dim(dtype, nonempty=nonempty, low=low, high=high, layouts=layouts))
-        parity(lambda t: fn(t, dim, keep), x, grad=grad and dtype.is_floating_point)
+        parity(lambda t: fn(t, dim, keep), x, grad=grad and dtype.is_floating_point, **_tol(dtype, x))
     return cases(name, dtypes, check)
 
 
 def _full_case(name, fn, dtypes=F32_BF16, grad=True, nonempty=False, low=None, high=None):
     def check(dtype, data):
         x = data.draw(nst.tensors(dtype=dtype, shape=nst.shapes(0, 4, 1 if nonempty else 0, 5), low=low, high=high))
-        parity(fn, x, grad=grad and dtype.is_floating_point)
+        parity(fn, x, grad=grad and dtype.is_floating_point, **_tol(dtype, x))
     return cases(name, dtypes, check)
 
 
