@@ -10,6 +10,7 @@ namespace neuron_sim {
 namespace {
 
 std::atomic<double> g_latency_ms{0.0};
+std::atomic<uint64_t> g_generation{1};  // bumped when signatures are forgotten
 std::atomic<bool> g_metrics{false};
 std::atomic<uint64_t> g_compilations{0}, g_hits{0}, g_misses{0};
 std::atomic<uint64_t> g_samples{0}, g_total_ns{0}, g_min_ns{UINT64_MAX}, g_max_ns{0};
@@ -66,10 +67,19 @@ void recordTime(uint64_t ns) {
 
 void noteNativeCall(OpEntry& e, c10::ArrayRef<c10::IValue> args) {
   const uint64_t sig = signature(e, args);
+  // Repeats are the common case: a small per-thread table of signatures this
+  // thread already saw answers them without taking the op's lock.
+  struct Seen { const OpEntry* e; uint64_t sig, generation; };
+  thread_local Seen seen[256] = {};
+  Seen& slot = seen[(sig ^ (sig >> 29)) & 255];
+  const uint64_t generation = g_generation.load(std::memory_order_relaxed);
   bool miss;
-  {
+  if (slot.e == &e && slot.sig == sig && slot.generation == generation) {
+    miss = false;
+  } else {
     std::lock_guard<std::mutex> g(e.signatures_mu);
     miss = e.signatures.insert(sig).second;
+    slot = {&e, sig, generation};
   }
   const bool metrics = g_metrics.load(std::memory_order_relaxed);
   if (!miss) {
@@ -85,6 +95,8 @@ void noteNativeCall(OpEntry& e, c10::ArrayRef<c10::IValue> args) {
     recordTime(static_cast<uint64_t>(ms * 1e6));
   }
 }
+
+void forgetSignatures() { g_generation.fetch_add(1); }
 
 void setCompileLatencyMs(double ms) { g_latency_ms = std::max(0.0, ms); }
 double compileLatencyMs() { return g_latency_ms.load(); }

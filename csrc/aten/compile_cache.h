@@ -16,6 +16,8 @@ namespace neuron_sim {
 // the simulated compile latency. Cost of a hit: one hash over the arguments
 // and one short lock.
 void noteNativeCall(OpEntry& e, c10::ArrayRef<c10::IValue> args);
+// Called when signatures are cleared: invalidates the per-thread tables.
+void forgetSignatures();
 
 void setCompileLatencyMs(double ms);  // NEURON_SIM_COMPILE_MS
 double compileLatencyMs();

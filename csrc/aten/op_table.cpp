@@ -1,5 +1,7 @@
 #include "op_table.h"
 
+#include "compile_cache.h"
+
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -155,6 +157,7 @@ void clearCompileCache() {
     e->signatures.clear();
     e->cache_hits = 0;
   }
+  forgetSignatures();
 }
 
 void registerHostKernel(const std::string& name, HostKernel kernel) { hostKernels()[name] = kernel; }

@@ -41,6 +41,15 @@ at::Tensor adoptAsDevice(const at::Tensor& host, int device) {
     // device memory (no copy) and give the storage the device allocator.
     dp.unsafe_set_device(neuronDevice(device));
     s->set_allocator(deviceAllocator());
+    c10::TensorImpl* own = host.unsafeGetTensorImpl();
+    if (host.use_count() == 1 && own->allow_tensor_metadata_change()) {
+      // Nobody but the caller's stack slot holds the kernel's output: turn it
+      // into the neuron tensor in place (its storage now reports the neuron
+      // device), saving a TensorImpl allocation on the per-op path.
+      own->set_storage_keep_dtype(host.storage());
+      own->_change_backend_component_keys(neuronDevice(device));
+      return host;
+    }
     auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(host.storage()),
                                                     c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                                     host.dtype());
