@@ -43,8 +43,10 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
     return at::make_generator<NeuronGeneratorImpl>(index, c10::detail::getNonDeterministicRandom());
   }
   at::Device getDeviceFromPtr(void* data) const override {
-    for (int i = 0; i < runtime::deviceCount(); ++i)
-      if (runtime::isInitialized() && runtime::arenaOwning(data) == &runtime::arena(i)) return neuronDevice(i);
+    // Only arenas already reserved can hold the pointer; never reserve one here.
+    if (runtime::Arena* owner = runtime::arenaOwning(data))
+      for (int i = 0; i < runtime::deviceCount(); ++i)
+        if (runtime::reservedArena(i) == owner) return neuronDevice(i);
     TORCH_CHECK(false, "pointer ", data, " does not lie in any neuron device's HBM arena");
   }
   bool isPinnedPtr(const void* data) const override { return isPinnedHostPtr(data); }
