@@ -28,6 +28,20 @@ def run_python(code: str, env: dict | None = None, timeout: int = 120) -> subpro
 
 
 @pytest.fixture
+def plain_arena():
+    """For tests that assert the normal block layout: poisoning and guard
+    bytes (which a run may switch on with NEURON_SIM_POISON/GUARD) are off."""
+    from torch_neuron_sim import _C
+
+    was = _C._debug_modes()
+    for m in ("poison", "guard"):
+        _C._set_debug_mode(m, False)
+    yield
+    for m in ("poison", "guard"):
+        _C._set_debug_mode(m, was[m])
+
+
+@pytest.fixture
 def tracked():
     """Clears op tracking before the test; yields the package."""
     torch_neuron_sim.clear_op_tracking()

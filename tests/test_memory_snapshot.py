@@ -15,16 +15,7 @@ from torch_neuron_sim import _C
 DEV = 3
 
 
-@pytest.fixture(autouse=True)
-def plain_arena():
-    """These tests assert the normal block layout: poisoning and guard bytes
-    (which a run may switch on with NEURON_SIM_POISON/GUARD) are off here."""
-    was = _C._debug_modes()
-    for m in ("poison", "guard"):
-        _C._set_debug_mode(m, False)
-    yield
-    for m in ("poison", "guard"):
-        _C._set_debug_mode(m, was[m])
+pytestmark = pytest.mark.usefixtures("plain_arena")  # the normal block layout: see conftest
 
 
 @pytest.fixture
