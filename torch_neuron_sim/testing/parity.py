@@ -17,7 +17,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from .. import _C
-from ..tracking import get_op_counts
+from .op_checks import fallback_snapshot, fallbacks_since
 
 # ---- tolerances ------------------------------------------------------------
 # (rtol, atol) per dtype. The native path runs the very CPU kernel on arena
@@ -112,10 +112,6 @@ def execution_path(path: str, ops: Iterable[str] = ()) -> Iterator[None]:
     finally:
         if path != "table":
             _C._set_native_ops(saved)
-
-
-def _fallback_counts() -> dict[str, int]:
-    return {name: c["fallback"] for name, c in get_op_counts().items() if c["fallback"]}
 
 
 # ---- running one side --------------------------------------------------------------
@@ -264,13 +260,12 @@ def assert_parity(fn: Callable, *args: Any, grad: bool = False, path: str = "tab
     ref = _run(fn, args, kwargs, "cpu", grad, cotangent_seed, grad_argnums)
     if ref.error is not None and not allow_errors:
         raise AssertionError(f"the CPU reference raised {type(ref.error).__name__}: {ref.error}") from ref.error
-    before = _fallback_counts()
+    before = fallback_snapshot()
     with execution_path("fallback" if path == "fallback" else "table"):
         dev = _run(fn, args, kwargs, device, grad, cotangent_seed, grad_argnums)
     _compare_runs(ref, dev, "fallback" if path == "fallback" else "table", rtol, atol, check_device)
     if path in ("both", "native"):
-        after = _fallback_counts()
-        fell = [n for n, c in after.items() if c > before.get(n, 0)]
+        fell = list(fallbacks_since(before))
         if fell or path == "native":
             with execution_path("native", fell):
                 dev = _run(fn, args, kwargs, device, grad, cotangent_seed, grad_argnums)
