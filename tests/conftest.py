@@ -12,7 +12,10 @@ from hypothesis import HealthCheck, settings
 import torch
 import torch_neuron_sim
 
-settings.register_profile("default", max_examples=25, deadline=None,
+# `make test` (and CI) runs a bounded, derandomized profile: the same examples
+# every run, so a red CI is always reproducible. `make test-deep` explores with
+# many more random examples; what it finds gets fixed, then stays covered.
+settings.register_profile("default", max_examples=25, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("deep", max_examples=500, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
