@@ -44,6 +44,8 @@ test-deep: setup
 
 bench: setup
 	$(PY) benchmarks/bench_ops.py
+	$(PY) benchmarks/bench_memory.py
+	$(PY) benchmarks/bench_report.py
 
 clean:
 	rm -rf build $(STAMPS) torch_neuron_sim/*.so *.egg-info
