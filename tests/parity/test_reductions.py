@@ -42,9 +42,10 @@ def _dim_case(name, fn, dtypes=F32_BF16, grad=True, nonempty=True, low=None, hig
     return cases(name, dtypes, check)
 
 
-def _full_case(name, fn, dtypes=F32_BF16, grad=True, nonempty=False, low=None, high=None):
+def _full_case(name, fn, dtypes=F32_BF16, grad=True, nonempty=False, low=None, high=None, layouts=nst.LAYOUTS):
     def check(dtype, data):
-        x = data.draw(nst.tensors(dtype=dtype, shape=nst.shapes(0, 4, 1 if nonempty else 0, 5), low=low, high=high))
+        x = data.draw(nst.tensors(dtype=dtype, shape=nst.shapes(0, 4, 1 if nonempty else 0, 5), low=low, high=high,
+                                  layouts=layouts))
         parity(fn, x, grad=grad and dtype.is_floating_point, **_tol(dtype, x))
     return cases(name, dtypes, check)
 
@@ -95,7 +96,11 @@ CASES += _dim_case("median_dim", lambda x, d, k: torch.median(x, d, keepdim=k),
 CASES += _full_case("median", torch.median, nonempty=True)
 CASES += _dim_case("mode", lambda x, d, k: torch.mode(x, d, keepdim=k), dtypes=(torch.int32,), grad=False)
 CASES += _full_case("count_nonzero", torch.count_nonzero, dtypes=(F32, torch.int32), grad=False)
-CASES += _full_case("nansum_nanmean", lambda x: (torch.nansum(x), torch.nanmean(x)), nonempty=True)
+# Not on expanded inputs: PyTorch's CPU nansum accumulates bf16 stride-0
+# inputs in bf16 (torch 2.13: -56.25 for a true -54.30), while neuron, given
+# a compact copy by the fallback, gets -54.25; CPU is no reference there.
+CASES += _full_case("nansum_nanmean", lambda x: (torch.nansum(x), torch.nanmean(x)), nonempty=True,
+                    layouts=tuple(layout for layout in nst.LAYOUTS if layout != "expanded"))
 CASES += _full_case("unique", lambda x: torch.unique(x, return_inverse=True, return_counts=True),
                     dtypes=(torch.int32,), grad=False)
 CASES += _full_case("unique_consecutive", lambda x: torch.unique_consecutive(x.flatten(), return_counts=True),
