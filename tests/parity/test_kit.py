@@ -1,14 +1,12 @@
 """The testing kit itself: the strategies draw what they promise, mirror()
 keeps layouts, assert_parity catches each kind of mismatch and knows the
 dtype rules, and the op-tracking assertions mean what torch_neuronx's do."""
-import math
 
 import pytest
 import torch
 from hypothesis import find, given, strategies as st
 
 import torch_neuron_sim
-from conftest import run_python
 from torch_neuron_sim.testing import (
     FallbackError, assert_no_fallback, assert_op_did_not_run_on_neuron, assert_op_does_not_run,
     assert_op_falls_back_on_cpu, assert_op_runs_on_neuron, assert_parity, dtype_rule_active, execution_path, mirror,
@@ -164,7 +162,17 @@ def test_tolerances_per_dtype():
     assert tolerance(torch.float32, grad=True)[0] > tolerance(torch.float32)[0]
 
 
-def test_float64_tolerance_follows_the_64bit_rule():
+@pytest.fixture
+def set_policy():
+    """Sets the dtype policy for one test, whatever the environment says."""
+    from torch_neuron_sim import dtype_policy
+    saved = dtype_policy.get_dtype_policy()
+    yield dtype_policy.set_dtype_policy
+    dtype_policy.set_dtype_policy(saved)
+
+
+def test_float64_tolerance_follows_the_64bit_rule(set_policy):
+    set_policy("trainium")
     assert dtype_rule_active()
     assert tolerance(torch.float64)[0] >= tolerance(torch.float32)[0]  # computed in float32 on native ops
     a, b = torch.randn(8, 8, dtype=torch.float64), torch.randn(8, 8, dtype=torch.float64)
@@ -173,17 +181,12 @@ def test_float64_tolerance_follows_the_64bit_rule():
         assert_parity(torch.mm, a, b, rtol=1e-12, atol=0.0)  # and it really did not run in float64
 
 
-def test_float64_tolerance_is_exact_under_exact_policy():
-    r = run_python("""
-        import torch, torch_neuron_sim
-        from torch_neuron_sim.testing import assert_parity, dtype_rule_active, tolerance
-        assert not dtype_rule_active()
-        assert tolerance(torch.float64) == (1e-7, 1e-7)
-        a, b = torch.randn(8, 8, dtype=torch.float64), torch.randn(8, 8, dtype=torch.float64)
-        assert_parity(torch.mm, a, b, rtol=1e-12, atol=0.0)
-        print("exact")
-    """, env={"NEURON_SIM_DTYPE_POLICY": "exact"})
-    assert r.returncode == 0 and "exact" in r.stdout, r.stderr
+def test_float64_tolerance_is_exact_under_exact_policy(set_policy):
+    set_policy("exact")
+    assert not dtype_rule_active()
+    assert tolerance(torch.float64) == (1e-7, 1e-7)
+    a, b = torch.randn(8, 8, dtype=torch.float64), torch.randn(8, 8, dtype=torch.float64)
+    assert_parity(torch.mm, a, b, rtol=1e-12, atol=0.0)
 
 
 # ---- op tracking assertions ----------------------------------------------------------------
