@@ -35,6 +35,7 @@ std::string humanBytes(uint64_t b) {
 }
 
 thread_local int t_arena_device = -1;
+void (*g_reclaim)() = nullptr;  // set by the Python layer: gc.collect()
 c10::DeleterFnPtr g_cpu_raw_deleter = nullptr;  // the wrapped CPU allocator's
 
 void fillStat(c10::CachingDeviceAllocator::StatArray& dst, const runtime::Stat& src) {
@@ -196,9 +197,15 @@ c10::DataPtr allocateOn(int device, size_t bytes, c10::Device label) {
   void* p = injected ? nullptr : arena->allocate(bytes);
   if (!p && bytes > 0) {
     // As the real allocator: synchronize (kernels are synchronous here),
-    // release what is cached (nothing is), retry once.
-    if (injected) arena->countRequest();
-    else p = arena->allocate(bytes);
+    // release what can be released, retry once. Nothing is cached, but
+    // tensors kept alive only by unreachable Python reference cycles can be:
+    // the reclaim hook runs Python's garbage collector.
+    if (injected) {
+      arena->countRequest();
+    } else {
+      if (g_reclaim) g_reclaim();
+      p = arena->allocate(bytes);
+    }
     if (p) {
       arena->countRetry();
     } else {
@@ -223,6 +230,8 @@ c10::DataPtr allocateOn(int device, size_t bytes, c10::Device label) {
   if (C10_UNLIKELY(modes & (runtime::kHistory | runtime::kGuard)) && p) history::recordAlloc(device, p, bytes);
   return c10::DataPtr(p, p, &arenaDelete, label);
 }
+
+void setReclaimHook(void (*hook)()) { g_reclaim = hook; }
 
 ArenaScope::ArenaScope(int device) : previous_(t_arena_device) { t_arena_device = device; }
 ArenaScope::~ArenaScope() { t_arena_device = previous_; }

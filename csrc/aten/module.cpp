@@ -52,6 +52,18 @@ void reportThroughPython(const std::string& name) {
   }
 }
 
+// Before retrying an allocation that did not fit: collect Python reference
+// cycles, which may be all that keeps some device tensors alive.
+void collectGarbage() {
+  if (!Py_IsInitialized() || _Py_IsFinalizing()) return;
+  py::gil_scoped_acquire gil;
+  try {
+    py::module_::import("gc").attr("collect")();
+  } catch (py::error_already_set& e) {
+    e.discard_as_unraisable("torch_neuron_sim OOM reclaim");
+  }
+}
+
 template <typename F>
 auto runtimeCall(F f) -> decltype(f()) {
   try {
@@ -75,6 +87,7 @@ py::dict statDict(const runtime::Stat& s) {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_neuron_sim C++ core: the simulated Trainium device behind PyTorch's PrivateUse1 key";
   installHostAllocatorWrapper();
+  setReclaimHook(&collectGarbage);
   registerMemoryBindings(m);  // snapshots, guard checks, fault injection, limits
 
   // Devices

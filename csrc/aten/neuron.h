@@ -23,6 +23,8 @@ void arenaDelete(void* ptr);
 inline bool isArenaMemory(const c10::DataPtr& p) { return p.get_deleter() == &arenaDelete; }
 // Allocates `bytes` on `device`, raising torch.OutOfMemoryError when it does not fit.
 c10::DataPtr allocateOn(int device, size_t bytes, c10::Device label);
+// Called once before the retry of an allocation that did not fit.
+void setReclaimHook(void (*hook)());
 
 // While alive, CPU allocations on this thread are served from the arena of
 // `device` (the CPU allocator is wrapped at load time). This lets a CPU
