@@ -23,3 +23,16 @@ def test_excerpt_matches_source(doc, source, code):
 
 def test_there_are_excerpts_to_check():
     assert len(list(excerpts())) >= 1
+
+
+def test_readme_example_runs_as_written():
+    from conftest import run_python
+
+    readme = (ROOT / "README.md").read_text()
+    code = re.search(r"```python\n(.*?)```", readme, re.S).group(1)
+    r = run_python(code)
+    assert r.returncode == 0, r.stderr
+    executed, fallback, memory = r.stdout.splitlines()
+    assert "'aten::addmm'" in executed and fallback == "[]"
+    assert "NeuronDeviceProperties(name='trn2'" in memory
+    assert "Warning" not in r.stderr
