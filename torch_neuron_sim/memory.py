@@ -54,8 +54,7 @@ def empty_cache() -> None:
     gives the host back the pages of free arena ranges."""
     import torch
 
-    if _C._is_initialized():
-        torch._C._accelerator_emptyCache() if hasattr(torch._C, "_accelerator_emptyCache") else None
+    torch._C._accelerator_emptyCache()  # the DeviceAllocator's emptyCache (allocator.cpp)
 
 
 def mem_get_info(device: _DeviceLike = None) -> tuple[int, int]:

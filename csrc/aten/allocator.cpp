@@ -63,8 +63,9 @@ class NeuronAllocator final : public c10::DeviceAllocator {
   void emptyCache(c10::MempoolId_t) override {
     // Nothing is cached (each block returns to the arena when its tensor
     // dies); give the host back the pages of free ranges.
+    // Only arenas already reserved: emptying must not reserve the others.
     for (int i = 0; i < runtime::deviceCount(); ++i)
-      if (runtime::isInitialized()) runtime::arena(i).releaseFreePages();
+      if (runtime::Arena* a = runtime::reservedArena(i)) a->releaseFreePages();
   }
   void recordStream(const c10::DataPtr&, c10::Stream) override {}  // kernels are synchronous
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {

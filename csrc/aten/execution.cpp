@@ -208,7 +208,7 @@ void runFallback(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
     if (fallbackMode() == FallbackMode::kError)
       TORCH_CHECK(false, "neuron: operator '", e.name, "' is not in the native-op set and would fall back to "
                   "CPU; CPU fallback is disabled by NEURON_SIM_FALLBACK=error. Unset it to allow the fallback, "
-                  "or rewrite the code to use ops that run natively (torch_neuron_sim.native_ops()).");
+                  "or rewrite the code to use ops that run natively (torch_neuron_sim.native_ops.current()).");
     if (!e.announced.load(std::memory_order_relaxed)) announceFallback(e);
     if (C10_UNLIKELY(reportActive())) reportFallback(e);  // records the user's source line
   }
