@@ -9,7 +9,10 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMPS := .stamps
 # Building imports torch; our own backend must not autoload half-built.
-BUILD_ENV := TORCH_DEVICE_BACKEND_AUTOLOAD=0 MAX_JOBS=2
+# ccache, where installed, makes rebuilds of unchanged files (other
+# worktrees, clean clones on the same machine) near-free; optional.
+CCACHE_DIR_PATH := $(wildcard /usr/lib/ccache)
+BUILD_ENV := TORCH_DEVICE_BACKEND_AUTOLOAD=0 MAX_JOBS=2 $(if $(CCACHE_DIR_PATH),PATH=$(CCACHE_DIR_PATH):$$PATH CCACHE_BASEDIR=$(CURDIR) CCACHE_NOHASHDIR=1)
 
 .PHONY: setup ext demo test test-deep bench clean
 

@@ -13,7 +13,8 @@ ext_modules, cmdclass = [], {}
 if os.environ.get("TORCH_NEURON_SIM_NO_EXT") != "1":
     from torch.utils.cpp_extension import BuildExtension, CppExtension
 
-    sources = sorted(glob.glob("csrc/runtime/*.cpp") + glob.glob("csrc/aten/*.cpp"))
+    # Every layer under csrc/ (runtime, aten, and the rooms added later) is one extension.
+    sources = sorted(glob.glob("csrc/**/*.cpp", recursive=True))
     ext_modules = [
         CppExtension(
             "torch_neuron_sim._C",
