@@ -12,7 +12,7 @@ STAMPS := .stamps
 # ccache, where installed, makes rebuilds of unchanged files (other
 # worktrees, clean clones on the same machine) near-free; optional.
 CCACHE_DIR_PATH := $(wildcard /usr/lib/ccache)
-BUILD_ENV := TORCH_DEVICE_BACKEND_AUTOLOAD=0 MAX_JOBS=2 $(if $(CCACHE_DIR_PATH),PATH=$(CCACHE_DIR_PATH):$$PATH CCACHE_BASEDIR=$(CURDIR) CCACHE_NOHASHDIR=1)
+BUILD_ENV := TORCH_DEVICE_BACKEND_AUTOLOAD=0 MAX_JOBS=2 $(if $(CCACHE_DIR_PATH),PATH=$(CCACHE_DIR_PATH):$$PATH CCACHE_BASEDIR=$(CURDIR)/csrc CCACHE_NOHASHDIR=1)
 
 .PHONY: setup ext demo test test-deep bench clean
 
