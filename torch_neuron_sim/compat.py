@@ -68,12 +68,15 @@ def _lazy_init() -> None:
 
 
 def get_dynamo_metrics() -> list:
-    """torch.compile graph metrics. The emulator compiles no graphs: always empty."""
-    return []
+    """One NeuronCompilationMetrics per graph torch.compile(backend="neuron") compiled."""
+    from .compile import get_dynamo_metrics
+    return get_dynamo_metrics()
 
 
 def reset_dynamo_metrics() -> None:
-    pass
+    """Forget the graph metrics and the Dynamo counters["neuron"] counters."""
+    from .compile import reset_dynamo_metrics
+    reset_dynamo_metrics()
 
 
 def _not_emulated(feature: str, way_out: str) -> NotImplementedError:

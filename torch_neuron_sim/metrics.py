@@ -2,13 +2,17 @@
 backend, off by default (TORCH_NEURONX_METRICS_ENABLED=1/true/yes, or
 set_enabled(True)), printed by report() in the real backend's format.
 
-What is recorded here: the eager compile cache (docs/semantics.md).
-  Counter CompilationCache.TotalCompilations  new signatures compiled
-  Counter CompilationCache.InMemoryMisses     lookups that missed (= compilations)
+What is recorded here: the eager compile cache (docs/semantics.md) and the
+graphs torch.compile(backend="neuron") compiles (docs/compile.md), under the
+same names:
+  Counter CompilationCache.TotalCompilations  new signatures / graphs compiled
+  Counter CompilationCache.InMemoryMisses     lookups that missed
   Counter CompilationCache.InMemoryHits       lookups that hit
-  Metric  CompilationCache.CompilationTime    simulated compile time per compilation (ns)
-The persistent-cache and NEFF-size names of the real backend never get
-samples here: there is no compiler and no on-disk cache to report on.
+  Counter CompilationCache.PersistentHits     graphs loaded from the NEFF cache on disk
+  Counter CompilationCache.PersistentMisses   graphs not found there
+  Counter CompiledGraph.Launches              compiled-graph executions (one per call)
+  Metric  CompilationCache.CompilationTime    (simulated) compile time per compilation (ns)
+  Metric  CompilationCache.NeffSize           bytes of each compiled graph's artifact
 """
 from __future__ import annotations
 
@@ -23,8 +27,23 @@ _COUNTERS = {
     "CompilationCache.InMemoryHits": "in_memory_hits",
     "CompilationCache.InMemoryMisses": "in_memory_misses",
 }
-_METRICS = ("CompilationCache.CompilationTime",)
+_METRICS = ("CompilationCache.CompilationTime", "CompilationCache.NeffSize")
+_GRAPH_COUNTERS = ("CompilationCache.PersistentHits", "CompilationCache.PersistentMisses", "CompiledGraph.Launches")
 _counter_base: dict[str, int] = {}
+# Compiled graphs (torch_neuron_sim.compile) are counted here in Python: a
+# graph compiles rarely, and its launch is one increment.
+_graph_counts: dict[str, int] = {}
+_graph_samples: dict[str, list[float]] = {}
+
+
+def _note_graph(name: str, n: int = 1) -> None:
+    if is_enabled():
+        _graph_counts[name] = _graph_counts.get(name, 0) + n
+
+
+def _note_graph_sample(name: str, value: float) -> None:
+    if is_enabled():
+        _graph_samples.setdefault(name, []).append(float(value))
 
 
 @dataclasses.dataclass
@@ -59,15 +78,17 @@ def _raw() -> dict:
 
 def get_counter_names() -> list[str]:
     """Counters with a non-zero value."""
-    return [n for n in _COUNTERS if get_counter_value(n)]
+    return [n for n in (*_COUNTERS, *_GRAPH_COUNTERS) if get_counter_value(n)]
 
 
 def get_counter_value(name: str) -> Optional[int]:
     """A counter's value, or None if it has none."""
     key = _COUNTERS.get(name)
-    if key is None:
+    if key is None and name not in _GRAPH_COUNTERS:
         return None
-    value = _raw()[key] - _counter_base.get(name, 0)
+    value = _graph_counts.get(name, 0)
+    if key is not None:
+        value += _raw()[key] - _counter_base.get(name, 0)
     return value or None
 
 
@@ -79,15 +100,25 @@ def get_metric_names() -> list[str]:
 def get_metric_data(name: str) -> Optional[MetricData]:
     if name not in _METRICS:
         return None
-    r = _raw()
-    if not r["time_samples"]:
+    samples = _graph_samples.get(name, [])
+    n, total = len(samples), sum(samples)
+    lo, hi = min(samples, default=float("inf")), max(samples, default=float("-inf"))
+    if name == "CompilationCache.CompilationTime":
+        r = _raw()
+        if r["time_samples"]:
+            n, total = n + r["time_samples"], total + r["time_total_ns"]
+            lo, hi = min(lo, r["time_min_ns"]), max(hi, r["time_max_ns"])
+    if not n:
         return None
-    return MetricData(name, r["time_samples"], float(r["time_total_ns"]), float(r["time_min_ns"]),
-                      float(r["time_max_ns"]))
+    return MetricData(name, n, float(total), float(lo), float(hi))
 
 
 def _fmt_ns(ns: float) -> str:
     return f"{ns / 1e6:.3f}ms"
+
+
+def _fmt_bytes(n: float) -> str:
+    return f"{n / 1024:.2f}KB"
 
 
 def report_filtered(counter_names: Optional[Iterable[str]] = None,
@@ -98,9 +129,10 @@ def report_filtered(counter_names: Optional[Iterable[str]] = None,
         d = get_metric_data(name)
         if d is None:
             continue
-        lines += [f"Metric: {name}", f"  TotalSamples: {d.total_samples}", f"  Accumulator: {_fmt_ns(d.accumulator)}",
-                  f"  Mean: {_fmt_ns(d.mean)}", f"  Min: {_fmt_ns(d.min)}", f"  Max: {_fmt_ns(d.max)}"]
-    for name in (_COUNTERS if counter_names is None else counter_names):
+        fmt = _fmt_ns if name.endswith("Time") else _fmt_bytes
+        lines += [f"Metric: {name}", f"  TotalSamples: {d.total_samples}", f"  Accumulator: {fmt(d.accumulator)}",
+                  f"  Mean: {fmt(d.mean)}", f"  Min: {fmt(d.min)}", f"  Max: {fmt(d.max)}"]
+    for name in ((*_COUNTERS, *_GRAPH_COUNTERS) if counter_names is None else counter_names):
         v = get_counter_value(name)
         if v:
             lines += [f"Counter: {name}", f"  Value: {v}"]
@@ -113,6 +145,7 @@ def report() -> str:
 
 
 def clear_counters() -> None:
+    _graph_counts.clear()
     r = _raw()
     for name, key in _COUNTERS.items():
         _counter_base[name] = r[key]
@@ -124,11 +157,14 @@ def clear_metrics() -> None:
     for name, key in _COUNTERS.items():
         _counter_base[name] = _counter_base.get(name, 0) - r[key]
     _C._clear_compile_metrics()
+    _graph_samples.clear()
 
 
 def clear_all() -> None:
     _C._clear_compile_metrics()
     _counter_base.clear()
+    _graph_counts.clear()
+    _graph_samples.clear()
 
 
 def get_compilation_metrics() -> dict[str, object]:

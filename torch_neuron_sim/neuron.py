@@ -20,4 +20,4 @@ from .streams import (
     Event, Stream, StreamContext, current_stream, default_stream, query, record_event, set_stream, stream,
     wait_event, wait_stream,
 )
-from .compat import get_dynamo_metrics, reset_dynamo_metrics  # torch.compile metrics: none are compiled here
+from .compat import get_dynamo_metrics, reset_dynamo_metrics  # torch.compile graph metrics (compile/)

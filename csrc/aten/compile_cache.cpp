@@ -65,7 +65,16 @@ void recordTime(uint64_t ns) {
 
 }  // namespace
 
+namespace {
+// Set on the thread running a compiled graph (torch.compile): the graph was
+// compiled as one unit, so its ops are not eager compilations.
+thread_local bool t_in_graph_launch = false;
+}  // namespace
+
+void setInGraphLaunch(bool on) { t_in_graph_launch = on; }
+
 void noteNativeCall(OpEntry& e, c10::ArrayRef<c10::IValue> args) {
+  if (t_in_graph_launch) return;
   const uint64_t sig = signature(e, args);
   // Repeats are the common case: a small per-thread table of signatures this
   // thread already saw answers them without taking the op's lock.

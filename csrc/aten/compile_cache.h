@@ -16,6 +16,9 @@ namespace neuron_sim {
 // the simulated compile latency. Cost of a hit: one hash over the arguments
 // and one short lock.
 void noteNativeCall(OpEntry& e, c10::ArrayRef<c10::IValue> args);
+// While a compiled graph launches on this thread its ops are part of one
+// compiled unit (torch.compile): they note no eager signatures.
+void setInGraphLaunch(bool on);
 // Called when signatures are cleared: invalidates the per-thread tables.
 void forgetSignatures();
 

@@ -242,6 +242,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_clear_compile_cache", &clearCompileCache);
   m.def("_set_compile_latency_ms", &setCompileLatencyMs);
   m.def("_compile_latency_ms", &compileLatencyMs);
+  m.def("_set_in_graph_launch", &setInGraphLaunch);
   m.def("_set_metrics_enabled", &setMetricsEnabled);
   m.def("_metrics_enabled", &metricsEnabled);
   m.def("_compile_metrics", [] {

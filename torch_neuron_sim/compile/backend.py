@@ -1,0 +1,68 @@
+"""The Dynamo backend "neuron", registered through the package's entry point
+(pyproject.toml: torch_dynamo_backends: neuron = this module's
+neuron_backend) — the real backend's only registration mechanism, so a
+second register_backend("neuron") fails with Dynamo's "duplicate name".
+
+Dynamo hands over one FX graph per captured region (graph breaks split a
+function into several) with real example inputs. The backend:
+  1. resolves mode/options (options.py),
+  2. refuses symbolic shapes (static_shapes.py),
+  3. runs AOTAutograd: the joint graph is functionalized, decomposed as far
+     as the device needs (native ops stay whole), and partitioned into a
+     forward and a backward graph; each is compiled once (compiler.py) and
+     launched as one unit (executors.py)."""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Optional
+
+import torch
+
+from . import static_shapes
+from .options import resolve
+
+
+def decompositions() -> dict:
+    """Inductor's decomposition table minus the ops the device runs natively:
+    composite ops the device lacks decompose into ops it may have."""
+    from torch._inductor.decomposition import select_decomp_table
+
+    from .graph_check import op_name
+    from .. import _C
+    native = set(_C._native_ops())
+    out = {}
+    for op, fn in select_decomp_table().items():
+        if isinstance(op, torch._ops.OpOverload):
+            name, base = op_name(op)
+            if name in native or base in native:
+                continue
+        out[op] = fn
+    return out
+
+
+def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], mode: Optional[str] = None,
+                   options: Optional[dict[str, Any]] = None) -> Callable:
+    from torch._dynamo.backends.common import aot_autograd
+
+    from .compiler import compile_graph
+
+    opts = resolve(mode, options)
+    static_shapes.check(gm, example_inputs)
+    return aot_autograd(
+        fw_compiler=functools.partial(compile_graph, kind="forward", opts=opts),
+        bw_compiler=functools.partial(compile_graph, kind="backward", opts=opts),
+        inference_compiler=functools.partial(compile_graph, kind="inference", opts=opts),
+        decompositions=_decompositions_now(),
+        keep_inference_input_mutations=True,
+    )(gm, example_inputs)
+
+
+def _decompositions_now() -> dict:
+    # The native-op table can change at run time (native_ops.extend/load).
+    from .. import native_ops
+    return _decomp_for(native_ops.version())
+
+
+@functools.lru_cache(maxsize=4)
+def _decomp_for(version: str) -> dict:
+    return decompositions()

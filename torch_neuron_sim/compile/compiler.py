@@ -1,0 +1,152 @@
+"""One graph's compilation, in the real backend's phases, each timed into
+torch._dynamo.utils.compilation_time_metrics:
+
+  fx_passes  put the graph on the device (retarget.py: 64-bit narrowing,
+             host graphs moved to the device)
+  lower      check every op against the device (graph_check.py) and compute
+             the cache key: the graph's code and its input signature
+  compile    the NEFF cache (in memory, then on disk: neff_cache.py), else a
+             compilation (NEURON_SIM_COMPILE_MS of simulated neuronx-cc time,
+             stored to the cache); then the executor builds the callable
+
+A graph with an op the device cannot compile "fails to compile", as on the
+device: it runs as the eager graph (executors.graph) with a warning naming
+the ops, or raises under TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1."""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any, Callable
+
+import torch
+
+from .. import compile_cache, metrics, native_ops
+from . import dynamo_metrics, executors, graph_check, graphs, neff_cache, retarget
+from .options import Options
+
+log = logging.getLogger("torch_neuron_sim")
+_TRUE = ("1", "true", "yes", "on")
+_memory_cache: set[str] = set()  # keys compiled (or loaded) in this process
+_lock = threading.Lock()
+
+
+def fallback_execution_disabled() -> bool:
+    return os.environ.get("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "").strip().lower() in _TRUE
+
+
+def graph_name(model_name: str) -> str:
+    from torch._functorch._aot_autograd import logging_utils
+    being, _, nth = logging_utils.get_aot_compilation_context()
+    return f"{model_name}_{'_'.join(being) or 'graph'}_{nth}"
+
+
+def graph_device(example_inputs: list[Any]) -> torch.device:
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor) and x.device.type == "neuron":
+            return torch.device("neuron", x.device.index if x.device.index is not None else 0)
+    return torch.device("neuron", torch.neuron.current_device())
+
+
+def signature(example_inputs: list[Any]) -> str:
+    parts = []
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor):
+            parts.append(f"{x.dtype}{tuple(x.shape)}{tuple(x.stride())}")
+        else:
+            parts.append(repr(x))
+    return ";".join(parts)
+
+
+def _recompile_reason() -> str | None:
+    try:
+        from torch._dynamo.utils import get_metrics_context
+        return get_metrics_context()._metrics.get("recompile_reason")  # set by Dynamo for this frame
+    except Exception:  # private: absent in another torch version means "unknown"
+        return None
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str, opts: Options) -> Callable:
+    name = graph_name(opts.model_name)
+    device = graph_device(example_inputs)
+
+    t0 = time.perf_counter()
+    if retarget.needed(gm, example_inputs, device):
+        gm = retarget.rewrite(gm, example_inputs, device)
+        example_inputs = [retarget.input_on_device(x, device) for x in example_inputs]
+    t1 = time.perf_counter()
+    dynamo_metrics.record_phase("torch_neuronx_fx_passes", t1 - t0)
+
+    bad = graph_check.non_native_ops(gm)
+    code = gm.code
+    key = neff_cache.key_of(code, signature(example_inputs), kind, opts.executor, native_ops.version(),
+                            torch.__version__)
+    nodes = graph_check.node_count(gm)
+    t2 = time.perf_counter()
+    dynamo_metrics.record_phase("torch_neuronx_lower", t2 - t1)
+
+    record = graphs.GraphRecord(name=name, kind=kind, graph_id=key, node_count=nodes, device=str(device),
+                                executor=opts.executor, recompile_reason=_recompile_reason(), fallback_ops=bad)
+    if bad:
+        if fallback_execution_disabled():
+            raise RuntimeError(
+                f"Neuron compilation of graph {name} failed: ops without a Neuron lowering: {', '.join(bad)}. "
+                "Fallback execution is disabled (TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1); unset it to run "
+                "the graph eagerly, op by op")
+        log.warning("torch.compile(backend='neuron'): graph %s failed to compile: ops without a Neuron lowering: "
+                    "%s. It runs as the eager graph (op by op, CPU fallbacks tracked)", name, ", ".join(bad))
+        record.executor = "eager-fallback"
+        fn = executors.graph(gm, example_inputs, kind)
+        dynamo_metrics.record_phase("torch_neuronx_compile", time.perf_counter() - t2)
+    else:
+        payload = (f"// {name} ({kind}) on {device}\n// inputs: {signature(example_inputs)}\n{code}").encode()
+        record.neff_bytes = len(payload)
+        record.cache = _lookup_or_compile(key, payload)
+        build = executors.inductor if opts.executor == "inductor" else executors.graph
+        fn = build(gm, example_inputs, kind)
+        elapsed = time.perf_counter() - t2
+        dynamo_metrics.record_phase("torch_neuronx_compile", elapsed)
+        m = dynamo_metrics.NeuronCompilationMetrics(
+            graph_id=key, graph_name=name, model_name=opts.model_name,
+            has_collectives=graph_check.has_collectives(gm), graph_node_count=nodes,
+            torch_neuronx_fx_passes_us=(t1 - t0) * 1e6, torch_neuronx_lower_us=(t2 - t1) * 1e6,
+            torch_neuronx_compile_us=elapsed * 1e6)
+        record.compile_seconds = elapsed
+        dynamo_metrics.record_compilation(m)
+    graphs.add(record)
+    return executors.Launch(fn, device, executors.mutated_inputs(gm), record.note_launch, unit=not bad)
+
+
+def _lookup_or_compile(key: str, payload: bytes) -> str:
+    """The NEFF cache: 'memory', 'persistent' (hits) or 'compiled'."""
+    with _lock:
+        if key in _memory_cache:
+            metrics._note_graph("CompilationCache.InMemoryHits")
+            return "memory"
+        metrics._note_graph("CompilationCache.InMemoryMisses")
+    if neff_cache.persistent_enabled():
+        stored = neff_cache.load(key)
+        if stored == payload:
+            metrics._note_graph("CompilationCache.PersistentHits")
+            with _lock:
+                _memory_cache.add(key)
+            return "persistent"
+        metrics._note_graph("CompilationCache.PersistentMisses")
+    t = time.perf_counter_ns()
+    ms = compile_cache.compile_latency_ms()
+    if ms > 0:  # the simulated neuronx-cc time, once per graph
+        time.sleep(ms / 1000)
+    metrics._note_graph("CompilationCache.TotalCompilations")
+    metrics._note_graph_sample("CompilationCache.CompilationTime", time.perf_counter_ns() - t)
+    metrics._note_graph_sample("CompilationCache.NeffSize", len(payload))
+    if neff_cache.persistent_enabled():
+        neff_cache.store(key, payload)
+    with _lock:
+        _memory_cache.add(key)
+    return "compiled"
+
+
+def clear_memory_cache() -> None:
+    with _lock:
+        _memory_cache.clear()

@@ -1,0 +1,80 @@
+"""Inductor on the `neuron` device: the one place the emulator adapts
+PyTorch's compiler (torch 2.13; tests/test_compile.py runs it against the
+pinned version). Arena memory is host memory, so Inductor's CPU code
+generation (C++ kernels, fused loops) can run on neuron tensors unchanged:
+the generated kernels take raw pointers, the wrapper allocates its buffers
+with empty_strided(device="neuron") (our allocator, in the arena), and ops
+Inductor leaves as extern calls (mm, addmm, custom ops) go through the
+dispatcher to the device's native path.
+
+What Inductor needs to accept a device it does not know, all scoped to
+"neuron" (nothing changes for other devices):
+  1. a Dynamo device interface (else "No interface for device neuron");
+  2. CppScheduling as the device's scheduling, and a wrapper codegen that
+     emits plain kernel calls for it (Inductor's own raises "device neuron nyi");
+  3. the CPU device-op overrides (no streams, no device guard code);
+  4. the scheduler's "is this a CPU node" test (fusion and loop order rules
+     of the C++ backend) answering yes for neuron nodes.
+Inductor drops the device index in the code it emits; the executor runs
+each graph under a device guard for its own device (executors.py)."""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+DEVICE = "neuron"
+
+
+@functools.cache
+def register() -> None:
+    from torch._dynamo.device_interface import CpuInterface, register_interface_for_device
+    from torch._inductor import scheduler
+    from torch._inductor.codegen.common import register_backend_for_device, register_device_op_overrides
+    from torch._inductor.codegen.cpp import CppScheduling
+    from torch._inductor.codegen.cpu_device_op_overrides import CpuDeviceOpOverrides
+    from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+
+    class NeuronInterface(CpuInterface):
+        """Host-side queries Inductor makes about the device (no streams to order)."""
+
+        @staticmethod
+        def current_device() -> int:
+            return torch.neuron.current_device()
+
+        @staticmethod
+        def device_count() -> int:
+            return torch.neuron.device_count()
+
+        @staticmethod
+        def is_triton_capable(device=None) -> bool:
+            return False
+
+    class NeuronWrapperCodegen(PythonWrapperCodegen):
+        """The Python wrapper, with the CPU form of kernel calls for neuron."""
+
+        @staticmethod
+        def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+            if is_subgraph:
+                return SubgraphPythonWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
+            return NeuronWrapperCodegen()
+
+        def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, **kwargs):
+            from torch._inductor.virtualized import V
+            device = device or V.graph.get_current_device_or_throw()
+            if not triton and device.type == DEVICE:
+                self.writeline(self.wrap_kernel_call(kernel_name, call_args))
+                return
+            super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)
+
+    register_interface_for_device(DEVICE, NeuronInterface)
+    register_backend_for_device(DEVICE, CppScheduling, NeuronWrapperCodegen)
+    register_device_op_overrides(DEVICE, CpuDeviceOpOverrides())
+
+    is_cpu = scheduler.BaseSchedulerNode.is_cpu
+
+    def is_cpu_or_neuron(self) -> bool:
+        device = self.get_device()
+        return device is not None and device.type == DEVICE or is_cpu(self)
+
+    scheduler.BaseSchedulerNode.is_cpu = is_cpu_or_neuron
