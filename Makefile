@@ -49,6 +49,7 @@ bench: setup
 	$(PY) benchmarks/bench_ops.py
 	$(PY) benchmarks/bench_memory.py
 	$(PY) benchmarks/bench_report.py
+	$(PY) benchmarks/bench_compile.py
 
 clean:
 	rm -rf build $(STAMPS) torch_neuron_sim/*.so *.egg-info

@@ -57,11 +57,30 @@ def _record_fallback(op_name: str) -> None:
 
 
 def _snapshot() -> dict[str, Any]:
+    from .compile import graphs
     return {
         "ops": {s["name"]: s for s in _C._op_stats()},
         "unsupported": dict(_C._unsupported_hits()),
         "host_casts": _C._host_casts64(),
+        "graphs": len(graphs.records()),
+        "graph_breaks": graphs.graph_breaks(),
     }
+
+
+def _torch_compile(before: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
+    """torch.compile(backend="neuron") inside the window: each graph (name,
+    forward/backward/inference, node count, compiled or run eagerly and why,
+    NEFF cache outcome, Dynamo's recompile reason, launches) and Dynamo's
+    graph breaks with their reasons."""
+    from .compile import graphs
+    recs = [r.as_dict() for r in graphs.records()[before["graphs"]:]]
+    breaks = [{"reason": reason, "count": n - before["graph_breaks"].get(reason, 0)}
+              for reason, n in now["graph_breaks"].items() if n - before["graph_breaks"].get(reason, 0)]
+    return {"graphs": recs,
+            "compiled_graphs": sum(1 for r in recs if r["executor"] != "eager-fallback"),
+            "fallback_graphs": sum(1 for r in recs if r["executor"] == "eager-fallback"),
+            "recompiles": sum(1 for r in recs if r["recompile_reason"]),
+            "graph_breaks": sorted(breaks, key=lambda b: (-b["count"], b["reason"]))}
 
 
 class Report:
@@ -154,6 +173,7 @@ class Report:
                             "cache_hits": sum(d["cache_hits"] for d in delta.values()),
                             "simulated_ms_per_compile": _C._compile_latency_ms(),
                             "ops_with_many_shapes": many, "many_shapes_threshold": self.many_shapes},
+            "torch_compile": _torch_compile(before, now),
             "error": self.error,
         }
 
@@ -213,6 +233,21 @@ class Report:
             out.append(f"  {m['op']:<58} {m['signatures']:>8} signatures")
         if len(c["ops_with_many_shapes"]) > 10:
             out.append(f"  ... and {len(c['ops_with_many_shapes']) - 10} more (--json lists all)")
+        tc = d.get("torch_compile")
+        if tc and (tc["graphs"] or tc["graph_breaks"]):
+            out.append(f"\ntorch.compile(backend='neuron'): {tc['compiled_graphs']} graph(s) compiled, "
+                       f"{tc['fallback_graphs']} run eagerly (failed to compile), {tc['recompiles']} recompile(s), "
+                       f"{sum(b['count'] for b in tc['graph_breaks'])} graph break(s)")
+            for g in tc["graphs"][:20]:
+                what = (f"eager: no Neuron lowering for {', '.join(g['fallback_ops'])}"
+                        if g["executor"] == "eager-fallback" else f"{g['executor']}, cache {g['cache']}")
+                out.append(f"  {g['name']:<40} {g['node_count']:>5} nodes  {g['launches']:>6} launch(es)  {what}")
+                if g["recompile_reason"]:
+                    out.append(f"      recompiled because: {g['recompile_reason']}")
+            if len(tc["graphs"]) > 20:
+                out.append(f"  ... and {len(tc['graphs']) - 20} more (--json lists all)")
+            for b in tc["graph_breaks"][:10]:
+                out.append(f"  graph break x{b['count']}: {b['reason']}")
         if d.get("error"):
             out.append(f"\nThe program raised: {d['error']}")
         out.append("=" * 78)

@@ -80,7 +80,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str
 
     bad = graph_check.non_native_ops(gm)
     code = gm.code
-    key = neff_cache.key_of(code, signature(example_inputs), kind, opts.executor, native_ops.version(),
+    key = neff_cache.key_of(code, signature(example_inputs), kind, str(device), opts.executor, native_ops.version(),
                             torch.__version__)
     nodes = graph_check.node_count(gm)
     t2 = time.perf_counter()
@@ -100,7 +100,9 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str
         fn = executors.graph(gm, example_inputs, kind)
         dynamo_metrics.record_phase("torch_neuronx_compile", time.perf_counter() - t2)
     else:
-        payload = (f"// {name} ({kind}) on {device}\n// inputs: {signature(example_inputs)}\n{code}").encode()
+        # The artifact: what identifies the compiled graph (not its name, which
+        # numbers graphs in compile order and differs between processes).
+        payload = (f"// {kind} graph on {device}\n// inputs: {signature(example_inputs)}\n{code}").encode()
         record.neff_bytes = len(payload)
         record.cache = _lookup_or_compile(key, payload)
         build = executors.inductor if opts.executor == "inductor" else executors.graph

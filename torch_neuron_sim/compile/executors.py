@@ -75,6 +75,7 @@ class Launch:
 
     def __init__(self, fn: Callable, device: torch.device, mutated: list[int], on_launch: Callable[[], None],
                  unit: bool = True):
+        self._boxed_call = True  # an instance attribute: Dynamo's disable() wrapper copies __dict__
         self.fn = fn
         self.unit = unit  # a compiled unit: its ops note no eager compilations (not so a fallback graph)
         self.device = device
