@@ -35,7 +35,10 @@ def fresh(tmp_path, monkeypatch):
     metrics.clear_all()
     yield
     metrics.set_enabled(False)
+    metrics.clear_all()
     torch._dynamo.reset()
+    torch.neuron.reset_dynamo_metrics()
+    graphs.clear()
 
 
 def compiled_graphs() -> int:
@@ -111,6 +114,7 @@ def test_training_five_steps_compiled_equals_eager_equals_cpu():
 def test_graph_executor_runs_op_by_op_with_tracking():
     cpu_losses, _ = _train(_mlp(), "cpu", steps=2)
     torch_neuron_sim.clear_op_tracking()
+    torch_neuron_sim.compile_cache.clear()
     losses, _ = _train(_mlp(), "neuron", steps=2, compile_options=GRAPH)
     assert losses == pytest.approx(cpu_losses, rel=1e-4)
     ops = torch_neuron_sim.get_executed_ops()
