@@ -124,6 +124,24 @@ def test_graph_executor_runs_op_by_op_with_tracking():
     assert "aten::native_layer_norm_backward" not in torch_neuron_sim.compile_cache.op_signatures()
 
 
+def test_attention_block_compiles_to_the_decomposed_path():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 8, 16, requires_grad=True) for _ in range(3))
+
+    def attn(q, k, v):
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return out.transpose(1, 2).reshape(2, 8, 64)
+
+    expect = attn(q, k, v)
+    expect.sum().backward()
+    qn, kn, vn = (t.detach().to("neuron").requires_grad_() for t in (q, k, v))
+    out = torch.compile(attn, backend="neuron", options=GRAPH)(qn, kn, vn)
+    out.sum().backward()
+    torch.testing.assert_close(out.detach().cpu(), expect.detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(qn.grad.cpu(), q.grad, rtol=1e-4, atol=1e-5)
+    assert [r.fallback_ops for r in graphs.records()] == [[], []]
+
+
 # ---- static shapes -------------------------------------------------------------
 
 def test_each_new_shape_compiles_a_new_graph():

@@ -37,6 +37,15 @@ def decompositions() -> dict:
             if name in native or base in native:
                 continue
         out[op] = fn
+    # Attention in a compiled graph takes the decomposed path (matmuls and a
+    # softmax the compiler fuses), as the real backend's MLIR lowering does;
+    # the fused eager kernel stays the eager path.
+    aten = torch.ops.aten
+
+    def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
+        return aten._scaled_dot_product_attention_math(query, key, value, attn_mask, dropout_p, is_causal,
+                                                       scale=scale, enable_gqa=enable_gqa)[0]
+    out[aten.scaled_dot_product_attention.default] = sdpa
     return out
 
 
