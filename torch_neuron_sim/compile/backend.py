@@ -37,16 +37,27 @@ def decompositions() -> dict:
             if name in native or base in native:
                 continue
         out[op] = fn
-    # Attention in a compiled graph takes the decomposed path (matmuls and a
-    # softmax the compiler fuses), as the real backend's MLIR lowering does;
-    # the fused eager kernel stays the eager path.
-    aten = torch.ops.aten
-
-    def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None, enable_gqa=False):
-        return aten._scaled_dot_product_attention_math(query, key, value, attn_mask, dropout_p, is_causal,
-                                                       scale=scale, enable_gqa=enable_gqa)[0]
-    out[aten.scaled_dot_product_attention.default] = sdpa
     return out
+
+
+def _sdpa_math(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    return torch.ops.aten._scaled_dot_product_attention_math(query, key, value, attn_mask, dropout_p, is_causal,
+                                                             scale=scale, enable_gqa=enable_gqa)[0]
+
+
+def decompose_attention(gm: torch.fx.GraphModule) -> None:
+    """Attention in a compiled graph takes the decomposed path (matmuls and a
+    softmax the compiler fuses), as the real backend's MLIR lowering does; the
+    fused kernel stays the eager path. Rewritten in Dynamo's graph, before
+    AOTAutograd picks the fused kernel for the device."""
+    sdpa = {torch._C._nn.scaled_dot_product_attention, torch.nn.functional.scaled_dot_product_attention}
+    changed = False
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target in sdpa:
+            node.target = _sdpa_math
+            changed = True
+    if changed:
+        gm.recompile()
 
 
 def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], mode: Optional[str] = None,
@@ -57,6 +68,7 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], mode: Op
 
     opts = resolve(mode, options)
     static_shapes.check(gm, example_inputs)
+    decompose_attention(gm)
     return aot_autograd(
         fw_compiler=functools.partial(compile_graph, kind="forward", opts=opts),
         bw_compiler=functools.partial(compile_graph, kind="backward", opts=opts),
