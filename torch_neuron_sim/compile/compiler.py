@@ -105,8 +105,16 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str
         payload = (f"// {kind} graph on {device}\n// inputs: {signature(example_inputs)}\n{code}").encode()
         record.neff_bytes = len(payload)
         record.cache = _lookup_or_compile(key, payload)
-        build = executors.inductor if opts.executor == "inductor" else executors.graph
-        fn = build(gm, example_inputs, kind)
+        if opts.executor == "inductor":
+            try:
+                fn = executors.inductor(gm, example_inputs, kind)
+            except Exception as e:  # Inductor's CPU codegen on our device: not a device failure
+                log.warning("torch.compile(backend='neuron'): Inductor could not generate code for graph %s "
+                            "(%s: %s); it runs op by op instead", name, type(e).__name__, str(e).strip()[:200])
+                record.executor = "graph"
+                fn = executors.graph(gm, example_inputs, kind)
+        else:
+            fn = executors.graph(gm, example_inputs, kind)
         elapsed = time.perf_counter() - t2
         dynamo_metrics.record_phase("torch_neuronx_compile", elapsed)
         m = dynamo_metrics.NeuronCompilationMetrics(
