@@ -14,7 +14,7 @@ STAMPS := .stamps
 CCACHE_DIR_PATH := $(wildcard /usr/lib/ccache)
 BUILD_ENV := TORCH_DEVICE_BACKEND_AUTOLOAD=0 MAX_JOBS=2 $(if $(CCACHE_DIR_PATH),PATH=$(CCACHE_DIR_PATH):$$PATH CCACHE_BASEDIR=$(CURDIR)/csrc CCACHE_NOHASHDIR=1)
 
-.PHONY: setup ext demo test test-deep bench clean
+.PHONY: setup ext demo test test-deep bench clean docs browser screenshot
 
 setup: ext $(STAMPS)/install
 
@@ -24,6 +24,8 @@ $(STAMPS)/deps: pyproject.toml
 	@mkdir -p $(STAMPS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q "torch==2.13.0" numpy pybind11 pytest hypothesis ninja "setuptools>=64" wheel
+	# the report page (bokeh), the docs site (sphinx), the browser tests (playwright): pyproject's extras
+	$(PIP) install -q "bokeh>=3.4" "playwright>=1.40" "sphinx>=7.2" "myst-parser>=2" "pydata-sphinx-theme>=0.15"
 	touch $@
 
 # Always asks ninja: it tracks every source and header itself (a stamp
@@ -39,7 +41,25 @@ demo: setup
 	$(PY) examples/demo.py
 	$(PY) -m torch_neuron_sim report examples/transformer_lm.py
 
-test: setup
+# The browser tests drive Debian's chromium with Playwright (which cannot
+# download its own browser builds here). Installed once; needs root (CI is).
+browser: $(STAMPS)/browser
+$(STAMPS)/browser:
+	@mkdir -p $(STAMPS)
+	test -x /usr/lib/chromium/chromium || { apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium fonts-dejavu-core; }
+	touch $@
+
+# The docs site, warnings as errors (tests/test_docs_site.py builds it too).
+docs: setup
+	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
+	@echo "docs: open docs/_build/html/index.html"
+
+# The README's screenshot of the report page (docs/images/report.png).
+screenshot: setup browser
+	$(PY) scripts/report_screenshot.py
+
+test: setup browser
 	$(PY) -m pytest -q
 
 test-deep: setup
@@ -52,4 +72,4 @@ bench: setup
 	$(PY) benchmarks/bench_compile.py
 
 clean:
-	rm -rf build $(STAMPS) torch_neuron_sim/*.so *.egg-info
+	rm -rf build $(STAMPS) torch_neuron_sim/*.so *.egg-info docs/_build

@@ -49,3 +49,16 @@ def tracked():
     """Clears op tracking before the test; yields the package."""
     torch_neuron_sim.clear_op_tracking()
     yield torch_neuron_sim
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """One headless Chromium for the session (starting it costs seconds)."""
+    from playwright.sync_api import sync_playwright
+
+    from browser import chromium_path
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()

@@ -25,6 +25,8 @@ def _parser() -> argparse.ArgumentParser:
                                    "downcasts, unsupported features, peak HBM, eager compilations.")
     r.add_argument("--json", action="store_true", help="print the report as JSON")
     r.add_argument("--output", "-o", metavar="PATH", help="write the report to PATH instead of stdout")
+    r.add_argument("--html", metavar="PATH",
+                   help="also write the report as one self-contained HTML page (charts, sortable tables)")
     r.add_argument("--fail-on-fallback", action="store_true",
                    help=f"exit with status {FALLBACK_EXIT} if any op fell back to CPU (for CI gates)")
     r.add_argument("--map-cuda", action="store_true", help='send "cuda" devices to neuron (torch.cuda.* too)')
@@ -35,19 +37,24 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _run_script(path: str, args: list[str]) -> tuple[int, str | None]:
-    """Runs the script as __main__; returns (exit status, error text)."""
+def _run_script(path: str, args: list[str]) -> tuple[int, str | None, str | None]:
+    """Runs the script as __main__; returns (exit status, error text, traceback)."""
     sys.argv = [path, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
         runpy.run_path(path, run_name="__main__")
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        return code, None if code == 0 else f"SystemExit: {e.code}"
+        return code, None if code == 0 else f"SystemExit: {e.code}", None
     except BaseException as e:  # the report is printed even when the script fails
-        traceback.print_exc()
-        return 1, f"{type(e).__name__}: {e}"
-    return 0, None
+        # The traceback from the script's own frames on (not runpy's or ours).
+        te = traceback.TracebackException.from_exception(e)
+        te.stack = traceback.StackSummary.from_list(
+            [f for f in te.stack if f.filename not in (__file__, runpy.__file__, "<frozen runpy>")])
+        tb = "".join(te.format())
+        sys.stderr.write(tb)
+        return 1, f"{type(e).__name__}: {e}", tb
+    return 0, None, None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,14 +69,17 @@ def main(argv: list[str] | None = None) -> int:
         mapping.__enter__()
     r = Report(many_shapes=ns.many_shapes).start()
     try:
-        status, error = _run_script(ns.script, ns.args)
+        status, error, tb = _run_script(ns.script, ns.args)
     finally:
         r.stop()
         if mapping is not None:
             mapping.__exit__(None, None, None)
     r.data["error"] = error
+    r.data["traceback"] = tb
     r.data["script"] = ns.script
     r.data["exit_status"] = status
+    if ns.html:
+        r.write_html(ns.html)
     text = r.to_json() + "\n" if ns.json else r.text()
     sys.stdout.flush()
     if ns.output:

@@ -125,6 +125,9 @@ def get_per_process_memory_fraction(device: _DeviceLike = None) -> float:
 
 # ---- snapshots for PyTorch's memory visualizer -----------------------------
 
+_history_mode: str | None = None  # what the program asked for (the migration report reads it)
+
+
 def _record_memory_history(enabled: str | None = "all", context: str | None = "all", stacks: str = "all",
                            max_entries: int = sys.maxsize, device: _DeviceLike = None,
                            clear_history: bool = False, **_ignored: Any) -> None:
@@ -136,7 +139,9 @@ def _record_memory_history(enabled: str | None = "all", context: str | None = "a
     last `max_entries` entries per device. Covers every device."""
     if stacks not in ("all", "python"):
         raise ValueError(f"stacks must be 'all' or 'python', got {stacks!r}")
+    global _history_mode
     _C._record_memory_history(enabled, context, min(max_entries, sys.maxsize), clear_history)
+    _history_mode = enabled
 
 
 def _snapshot(device: _DeviceLike = None) -> dict[str, Any]:

@@ -4,7 +4,8 @@ set_enabled(True)), printed by report() in the real backend's format.
 
 What is recorded here: the eager compile cache (docs/semantics.md) and the
 graphs torch.compile(backend="neuron") compiles (docs/compile.md), under the
-same names:
+same names::
+
   Counter CompilationCache.TotalCompilations  new signatures / graphs compiled
   Counter CompilationCache.InMemoryMisses     lookups that missed
   Counter CompilationCache.InMemoryHits       lookups that hit

@@ -1,27 +1,38 @@
 """The migration report: what a program would meet on Trainium.
 
-    with torch_neuron_sim.report() as r:
+    with torch_neuron_sim.report(html="report.html") as r:
         train()
-    print(r.text())            # or r.data (a dict), r.to_json()
+    print(r.text())            # or r.data (a dict), r.to_json(); the page is written at exit
 
-    python -m torch_neuron_sim report train.py --epochs 1   # the same, for an unmodified script
+    python -m torch_neuron_sim report --html report.html train.py --epochs 1   # an unmodified script
 
 It lists the ops that left the device (with counts and the user source lines
 that issued them), the native ops, the 64-bit computations narrowed to 32
 bits, unsupported features hit, peak HBM per device against capacity, and the
-eager compilations (distinct op signatures) with the ops that saw many shapes.
+eager compilations (distinct op signatures) with the ops that saw many shapes,
+the time spent per op (native, fallback, host copies) and HBM in use over time.
 
-Cost: native ops pay nothing extra (their counters always run in C++). A
-fallback op, while a report is active, calls back into Python once to record
-the source line: the stack walk happens only there.
+One model, `Report.data` (a dict of plain values), feeds all three outputs:
+text(), to_json() and the HTML page (report_html.py). Sections other issues
+add to `data` appear in the JSON as they are and on the page as tables (or a
+timeline chart), without changes here; docs/migration-report.md says how.
+
+Cost: native ops pay two clock reads while a report is active (their
+counters always run in C++). A fallback op, while a report is active, calls
+back into Python once to record the source line: the stack walk happens only
+there. HBM over time comes from the allocator's memory history (sizes only,
+no stacks), switched on for the report unless the program records it itself.
 """
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import sys
 import sysconfig
 import threading
+import time
+import traceback
 from collections import Counter
 from typing import Any, Optional
 
@@ -30,6 +41,10 @@ import torch
 from . import _C
 
 MANY_SHAPES = 16  # an op compiled for at least this many signatures is a dynamic-shape risk
+# HBM over time keeps at most this many points per device (per time slice
+# its first, lowest, highest and last, so peaks survive): a run of a million
+# allocations still makes a small JSON and page.
+MEMORY_POINTS = 2000
 
 _PKG_DIRS = tuple(os.path.dirname(p) + os.sep for p in (torch.__file__, __file__))
 _STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
@@ -64,6 +79,7 @@ def _snapshot() -> dict[str, Any]:
         "host_casts": _C._host_casts64(),
         "graphs": len(graphs.records()),
         "graph_breaks": graphs.graph_breaks(),
+        "host_copies": _host_copies(),
     }
 
 
@@ -83,17 +99,90 @@ def _torch_compile(before: dict[str, Any], now: dict[str, Any]) -> dict[str, Any
             "graph_breaks": sorted(breaks, key=lambda b: (-b["count"], b["reason"]))}
 
 
+# Time by op, fallback bytes and host copies are measured in C++ while a
+# report is active, where the extension provides them.
+_MEASURES_TIME = hasattr(_C, "_host_copy_stats")
+
+
+def _host_copies() -> dict[str, float]:
+    # Copies between host and device outside fallbacks (.cpu(), .to(), .item()).
+    c = _C._host_copy_stats() if _MEASURES_TIME else {}
+    return {"count": c.get("count", 0), "bytes": c.get("bytes", 0), "ns": c.get("ns", 0)}
+
+
+def downsample(points: list[tuple[float, float]], limit: int) -> list[tuple[float, float]]:
+    """At most `limit` points of a time series: the points are cut into runs
+    of equal length (so bursts of activity keep their detail) and each run
+    keeps its first, lowest, highest and last points, in time order: peaks
+    and troughs survive."""
+    if len(points) <= limit:
+        return points
+    run = -(-len(points) // max(1, limit // 4))
+    out: list[tuple[float, float]] = []
+    for start in range(0, len(points), run):
+        chunk = points[start:start + run]
+        keep = {0, min(range(len(chunk)), key=lambda i: chunk[i][1]),
+                max(range(len(chunk)), key=lambda i: chunk[i][1]), len(chunk) - 1}
+        out.extend(chunk[i] for i in sorted(keep))
+    return out
+
+
+class _MemoryTimeline:
+    """HBM in use over time, from the allocator's trace of allocs and frees
+    (torch.neuron.memory._record_memory_history, sizes only). Switched on for
+    the report; a program that records history itself keeps its settings and
+    the report reads the same trace."""
+
+    def __init__(self):
+        from . import memory
+        self._memory = memory
+        self._owned = False
+        self.available = True
+
+    def start(self) -> None:
+        self._t0_us = time.time() * 1e6
+        self._base = {i: (torch.neuron.memory_allocated(i) if _C._is_initialized() else 0)
+                      for i in range(torch.neuron.device_count())}
+        mode = self._memory._history_mode
+        if mode is None:
+            _C._record_memory_history("all", None, sys.maxsize, False)
+            self._owned = True
+        self.available = mode in (None, "all")
+
+    def stop(self) -> list[dict[str, Any]]:
+        traces = _C._memory_snapshot()["device_traces"] if self.available else []
+        if self._owned and self._memory._history_mode is None:  # unless the program started its own meanwhile
+            _C._record_memory_history(None, None, sys.maxsize, True)
+        out = []
+        for i, trace in enumerate(traces):
+            events = [e for e in trace if e["time_us"] >= self._t0_us and e["action"] in ("alloc", "free_completed")]
+            if not events:
+                continue
+            in_use = self._base.get(i, 0)
+            points = [(0.0, float(in_use))]
+            for e in events:
+                in_use += e["size"] if e["action"] == "alloc" else -e["size"]
+                points.append(((e["time_us"] - self._t0_us) / 1e6, float(in_use)))
+            kept = downsample(points, MEMORY_POINTS)
+            out.append({"device": f"neuron:{i}", "events": len(events), "downsampled": len(kept) < len(points),
+                        "seconds": [round(t, 6) for t, _ in kept], "bytes": [int(b) for _, b in kept]})
+        return out
+
+
 class Report:
     """Collects while active (between start() and stop(), or as a context
     manager); `data` holds the result afterwards. Counts are the activity
     inside the window; peak HBM is measured from start() (the peaks are reset)."""
 
-    def __init__(self, many_shapes: int = MANY_SHAPES):
+    def __init__(self, many_shapes: int = MANY_SHAPES, html: Optional[str] = None):
         self.many_shapes = many_shapes
         self.data: dict[str, Any] = {}
         self.error: Optional[str] = None
+        self.traceback: Optional[str] = None
+        self.html = html
         self._sites: Counter = Counter()
         self._start: dict[str, Any] = {}
+        self._memory = _MemoryTimeline()
 
     # ---- collecting ------------------------------------------------------------
     def start(self) -> "Report":
@@ -103,6 +192,8 @@ class Report:
                 raise RuntimeError("a torch_neuron_sim report is already active in this process")
             _active = self
         self._start = _snapshot()
+        self._started = (datetime.datetime.now().astimezone(), time.perf_counter())
+        self._memory.start()
         for i in range(torch.neuron.device_count()):
             if _C._is_initialized():
                 torch.neuron.reset_peak_memory_stats(i)
@@ -116,6 +207,8 @@ class Report:
         with _lock:
             _active = None
         self.data = self._collect()
+        if self.html:
+            self.write_html(self.html)
         return self
 
     def __enter__(self) -> "Report":
@@ -124,25 +217,31 @@ class Report:
     def __exit__(self, exc_type, exc, tb) -> bool:
         if exc is not None:
             self.error = f"{exc_type.__name__}: {exc}"
+            self.traceback = "".join(traceback.format_exception(exc_type, exc, tb))
         self.stop()
         return False
 
     def _collect(self) -> dict[str, Any]:
         before, now = self._start, _snapshot()
         zero = {"executed": 0, "fallbacks": 0, "downcasts_f64": 0, "downcasts_i64": 0, "compilations": 0,
-                "cache_hits": 0}
+                "cache_hits": 0, "time_ns": 0, "copy_ns": 0, "copied_bytes": 0}
         delta = {}
         for name, s in now["ops"].items():
             b = before["ops"].get(name, zero)
-            d = {k: s[k] - b[k] for k in zero}
+            d = {k: s.get(k, 0) - b.get(k, 0) for k in zero}
             if any(d.values()):
                 delta[name] = d
         sites: dict[str, list] = {}
         for (op, site), n in sorted(self._sites.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1])):
             sites.setdefault(op, []).append({"site": site, "count": n})
-        fallback = [{"op": op, "count": d["fallbacks"], "sites": sites.get(op, [])}
+        # Times are this machine's wall time inside the op (the CPU kernel on
+        # arena memory, or the fallback's host kernel and its copies).
+        timed = _MEASURES_TIME
+        fallback = [{"op": op, "count": d["fallbacks"], "sites": sites.get(op, []),
+                     **({"bytes_copied": d["copied_bytes"], "seconds": d["time_ns"] / 1e9,
+                         "copy_seconds": d["copy_ns"] / 1e9} if timed else {})}
                     for op, d in sorted(delta.items(), key=lambda kv: (-kv[1]["fallbacks"], kv[0])) if d["fallbacks"]]
-        native = [{"op": op, "count": d["executed"]}
+        native = [{"op": op, "count": d["executed"], **({"seconds": d["time_ns"] / 1e9} if timed else {})}
                   for op, d in sorted(delta.items(), key=lambda kv: (-kv[1]["executed"], kv[0])) if d["executed"]]
         downcasts = [{"op": op, "float64": d["downcasts_f64"], "int64": d["downcasts_i64"]}
                      for op, d in sorted(delta.items()) if d["downcasts_f64"] or d["downcasts_i64"]]
@@ -160,21 +259,30 @@ class Report:
         many = [{"op": op, "signatures": d["compilations"]}
                 for op, d in sorted(delta.items(), key=lambda kv: (-kv[1]["compilations"], kv[0]))
                 if d["compilations"] >= self.many_shapes]
+        copies = {k: now["host_copies"][k] - before["host_copies"][k] for k in ("count", "bytes", "ns")}
+        started, t0 = self._started
         return {
             "native_op_table": _native_table_version(),
             "dtype_policy": _C._dtype_policy(),
+            "run": {"started": started.isoformat(timespec="seconds"), "wall_seconds": time.perf_counter() - t0,
+                    "torch": torch.__version__, "torch_neuron_sim": _version()},
+            "profile": _profile(),
             "fallback_ops": fallback,
             "native_ops": native,
             "downcasts_64bit": downcasts,
             "host_casts_64bit": now["host_casts"] - before["host_casts"],
+            **({"host_copies": {"count": copies["count"], "bytes": copies["bytes"], "seconds": copies["ns"] / 1e9}}
+               if _MEASURES_TIME else {}),
             "unsupported_features": unsupported,
             "memory": memory,
+            "memory_timeline": self._memory.stop(),
             "compilation": {"distinct_signatures": signatures,
                             "cache_hits": sum(d["cache_hits"] for d in delta.values()),
                             "simulated_ms_per_compile": _C._compile_latency_ms(),
                             "ops_with_many_shapes": many, "many_shapes_threshold": self.many_shapes},
             "torch_compile": _torch_compile(before, now),
             "error": self.error,
+            "traceback": self.traceback,
         }
 
     # ---- output ----------------------------------------------------------------
@@ -185,6 +293,15 @@ class Report:
     def to_json(self, indent: int = 2) -> str:
         return json.dumps(self.data, indent=indent)
 
+    def to_html(self) -> str:
+        """The report as one self-contained HTML page (charts, sortable tables)."""
+        from .report_html import render
+        return render(self.data)
+
+    def write_html(self, path: str) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.to_html())
+
     def text(self) -> str:
         d = self.data
         out = ["", "=" * 78, " torch_neuron_sim migration report"
@@ -193,7 +310,8 @@ class Report:
         out.append(f"\nOps that fall back to CPU on Trainium: {len(fb)} op(s), "
                    f"{sum(f['count'] for f in fb)} call(s)")
         for f in fb:
-            out.append(f"  {f['op']:<58} {f['count']:>8} call(s)")
+            copied = f"  {_size(f['bytes_copied'])} copied" if "bytes_copied" in f else ""
+            out.append(f"  {f['op']:<58} {f['count']:>8} call(s){copied}")
             for s in f["sites"][:5]:
                 out.append(f"      {s['count']:>6} x  {_short(s['site'])}")
             if len(f["sites"]) > 5:
@@ -211,6 +329,10 @@ class Report:
         for c in dc:
             out.append(f"  {c['op']:<58} float64->float32: {c['float64']:>6}   int64->int32: {c['int64']:>6}")
         out.append(f"  casts to/from 64-bit types done on the host: {d['host_casts_64bit']}")
+        hc = d.get("host_copies")
+        if hc is not None:
+            out.append(f"\nHost <-> device copies outside fallbacks (.cpu(), .to(), .item()): {hc['count']}, "
+                       f"{_size(hc['bytes'])}")
         un = d["unsupported_features"]
         out.append(f"\nUnsupported features hit: {len(un)}")
         for u in un:
@@ -259,8 +381,25 @@ def _short(site: str) -> str:
     return site[len(cwd):] if site.startswith(cwd) else site
 
 
+def _size(n: int) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
 def _gib(n: int) -> str:
     return f"{n / 2**30:.3f} GiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
+
+
+def _version() -> str:
+    from . import __version__
+    return __version__
+
+
+def _profile() -> dict[str, Any]:
+    m = _C._machine()
+    return {"name": m["profile"], "devices": torch.neuron.device_count(), "hbm_per_device_bytes": m["hbm_per_device"]}
 
 
 def _native_table_version() -> str:
@@ -268,6 +407,11 @@ def _native_table_version() -> str:
     return native_ops.version()
 
 
-def report(many_shapes: int = MANY_SHAPES) -> Report:
-    """A report to use as a context manager: `with torch_neuron_sim.report() as r:`."""
-    return Report(many_shapes)
+def report(many_shapes: int = MANY_SHAPES, html: Optional[str] = None) -> Report:
+    """A report to use as a context manager: `with torch_neuron_sim.report() as r:`.
+
+    :param many_shapes: flag ops compiled for at least this many distinct signatures.
+    :param html: if given, the path the HTML page is written to when the block exits
+        (also when it raises: the page then shows the traceback).
+    """
+    return Report(many_shapes, html)

@@ -1,4 +1,4 @@
-"""torch_neuron_sim.testing: the kit for op-parity tests on `neuron`.
+"""torch_neuron_sim.testing: the kit for op-parity tests on `neuron`::
 
     from torch_neuron_sim.testing import assert_parity, strategies as nst
 

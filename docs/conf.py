@@ -1,0 +1,37 @@
+# Sphinx configuration of the docs site: `make docs` builds docs/_build/html.
+#
+# Sphinx rather than MkDocs: PyTorch and most of its ecosystem (torchvision,
+# torchaudio, the torch_neuronx docs) are Sphinx sites, so autodoc renders
+# our API the way their users already read it, intersphinx can link torch's
+# own objects, and `-W` turns every broken reference into a build failure.
+# The pages stay Markdown (MyST); the theme is pydata-sphinx-theme, the base
+# of PyTorch's own theme.
+import os
+import sys
+
+sys.path.insert(0, os.path.abspath(".."))
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "1")
+
+import torch  # noqa: E402
+import torch_neuron_sim  # noqa: E402,F401  (registers torch.neuron for autodoc)
+
+project = "torch-neuron-sim"
+author = "torch-neuron-sim contributors"
+release = torch_neuron_sim.__version__
+extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.viewcode"]
+source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
+exclude_patterns = ["_build"]
+myst_heading_anchors = 3  # "#2-the-64-bit-rule" links inside pages resolve
+myst_enable_extensions = ["colon_fence"]
+autodoc_default_options = {"members": True, "undoc-members": False, "show-inheritance": False}
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+nitpicky = False
+suppress_warnings = ["myst.xref_missing"] if os.environ.get("NEURON_SIM_DOCS_LENIENT") else []
+
+html_theme = "pydata_sphinx_theme"
+html_title = "torch-neuron-sim"
+html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2,
+                      "secondary_sidebar_items": ["page-toc"], "footer_start": ["copyright"]}
+html_context = {"default_mode": "light"}  # the theme logs a console error when no mode is stored yet
+html_static_path = ["_static"] if os.path.isdir(os.path.join(os.path.dirname(__file__), "_static")) else []

@@ -1,0 +1,441 @@
+"""The migration report as one self-contained HTML page.
+
+    python -m torch_neuron_sim report --html report.html train.py
+    with torch_neuron_sim.report(html="report.html"): ...
+
+render(data) turns the report's model (Report.data, the dict --json prints)
+into a page a team can attach to a ticket: it opens offline, with Bokeh's
+JavaScript inlined (Bokeh rather than Plotly: its inline bundle for charts
+and sortable tables is about 2 MB, Plotly's alone is about 5 MB). Charts are
+Bokeh figures, tables are Bokeh DataTables (click a header to sort).
+
+Sections the page does not know by name (added to the model by other
+features) are still shown: a list of records becomes a sortable table, a
+list of records with a start and a duration (or end) becomes a timeline
+chart, a dict becomes a table of its values and tables of its lists.
+Everything large is bounded: tables show at most TABLE_ROWS rows, timelines
+at most TIMELINE_EVENTS events (the longest), so a run of 100k ops still
+makes a page of a few MB that opens in well under a second.
+"""
+from __future__ import annotations
+
+import html
+import json
+import os
+from typing import Any, Iterable, Optional
+
+TABLE_ROWS = 1000  # rows per table on the page (the JSON keeps all)
+TIMELINE_EVENTS = 5000  # events per timeline chart: the longest ones
+TIME_OPS = 25  # ops in the time-by-op chart: the slowest ones
+
+# Sections rendered by name; anything else in the model is rendered generically.
+_KNOWN = {"native_op_table", "dtype_policy", "run", "profile", "fallback_ops", "native_ops", "downcasts_64bit",
+          "host_casts_64bit", "host_copies", "unsupported_features", "memory", "memory_timeline", "compilation",
+          "error", "traceback", "script", "exit_status"}
+
+_COLORS = {"native": "#2b7bba", "fallback": "#e8743b", "copies": "#9b59b6"}
+
+
+def render(data: dict[str, Any]) -> str:
+    """The page for a report model (Report.data)."""
+    from bokeh.core.templates import get_env
+    from bokeh.embed import file_html
+    from bokeh.resources import INLINE
+
+    models, blocks = [], []
+
+    def add(title: str, intro: str = "", model: Any = None, anchor: str = "") -> None:
+        block = {"title": title, "intro": intro, "anchor": anchor or _anchor(title), "root": None}
+        if model is not None:
+            model.name = f"root_{len(models)}"
+            models.append(model)
+            block["root"] = model.name
+        blocks.append(block)
+
+    _fallback_section(data, add)
+    _memory_section(data, add)
+    _time_section(data, add)
+    _native_section(data, add)
+    _downcast_section(data, add)
+    _unsupported_section(data, add)
+    _compilation_section(data, add)
+    for key in sorted(k for k in data if k not in _KNOWN):
+        _generic_section(key, data[key], add)
+
+    if not models:  # Bokeh needs a root to build its document
+        from bokeh.models import Div
+        models.append(Div(text="", name="root_empty"))
+    template = get_env().from_string(_TEMPLATE)
+    script = data.get("script")
+    title = f"Migration report: {os.path.basename(script)}" if script else "Migration report"
+    return file_html(models, INLINE, title, template=template, template_variables={
+        "header": _header(data, title), "summary": _summary(data), "blocks": blocks, "css": _CSS})
+
+
+# ---- sections ---------------------------------------------------------------
+
+def _fallback_section(data, add) -> None:
+    fb = data.get("fallback_ops", [])
+    if not fb:
+        add("Ops that fall back to CPU", "<p class='ok' id='no-fallback'>No op fell back to the CPU: every op "
+            "ran natively on the NeuronCore.</p>", anchor="fallbacks")
+        return
+    rows = []
+    for f in fb:
+        sites = f.get("sites") or [{"site": "", "count": f["count"]}]
+        for s in sites:
+            rows.append({"op": f["op"], "source line": _short(s["site"]), "calls from line": s["count"],
+                         "calls of op": f["count"],
+                         **({"bytes copied (op)": f["bytes_copied"]} if "bytes_copied" in f else {})})
+    calls = sum(f["count"] for f in fb)
+    intro = (f"<p>{len(fb)} op(s) left the device in {calls} call(s): each copies its inputs to the host, runs "
+             "the CPU kernel and copies the results back. One row per op and source line that issued it; "
+             "click a header to sort.</p>")
+    add("Ops that fall back to CPU", intro + _cut_note(len(rows)), _table(rows, "fallback_table"), "fallbacks")
+
+
+def _memory_section(data, add) -> None:
+    timeline = data.get("memory_timeline") or []
+    peaks = {m["device"]: m for m in data.get("memory", [])}
+    if not timeline:
+        add("HBM in use over time", "<p>No device memory was allocated while the report was active.</p>")
+        return
+    from bokeh.models import HoverTool
+    from bokeh.plotting import figure
+
+    p = figure(height=320, sizing_mode="stretch_width", x_axis_label="seconds since the report started",
+               y_axis_label="MiB allocated", tools="pan,box_zoom,wheel_zoom,reset,save")
+    palette = ["#2b7bba", "#e8743b", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
+    notes = []
+    for i, t in enumerate(timeline):
+        mib = [b / 2**20 for b in t["bytes"]]
+        p.step(t["seconds"], mib, mode="after", line_width=2, color=palette[i % len(palette)],
+               legend_label=t["device"])
+        m = peaks.get(t["device"])
+        if m:
+            notes.append(f"{t['device']}: peak {_bytes(m['peak_bytes'])} of {_bytes(m['capacity_bytes'])} "
+                         f"({100 * m['fraction']:.2f}%)")
+        if t.get("downsampled"):
+            notes.append(f"{t['device']}: {t['events']} allocations and frees, drawn as {len(t['seconds'])} points "
+                         "(each run of events keeps its lowest and highest value)")
+    p.add_tools(HoverTool(tooltips=[("t", "@x{0.000} s"), ("allocated", "@y{0.00} MiB")]))
+    p.legend.location = "top_left"
+    intro = "<p>Bytes allocated on each device, from the allocator's memory history. " + "; ".join(
+        html.escape(n) for n in notes) + ".</p>"
+    add("HBM in use over time", intro, p, "hbm")
+
+
+def _time_section(data, add) -> None:
+    ops = [("native", n["op"], n.get("seconds", 0.0), 0.0) for n in data.get("native_ops", [])]
+    ops += [("fallback", f["op"], f.get("seconds", 0.0), f.get("copy_seconds", 0.0)) for f in data.get("fallback_ops", [])]
+    copies = data.get("host_copies", {})
+    if not any(s for _, _, s, _ in ops) and not copies.get("seconds"):
+        add("Time by op", "<p>No op time was measured (this build of the extension does not measure it).</p>",
+            anchor="time")
+        return
+    from bokeh.models import ColumnDataSource, HoverTool
+    from bokeh.plotting import figure
+
+    rows: dict[str, list[float]] = {}  # op -> [native, fallback host kernel, copies]
+    for kind, op, seconds, copy_seconds in ops:
+        r = rows.setdefault(op, [0.0, 0.0, 0.0])
+        if kind == "native":
+            r[0] += seconds
+        else:
+            r[1] += max(seconds - copy_seconds, 0.0)
+            r[2] += copy_seconds
+    if copies.get("seconds"):
+        rows["host copies (.cpu(), .to(), .item())"] = [0.0, 0.0, copies["seconds"]]
+    ranked = sorted(rows.items(), key=lambda kv: -sum(kv[1]))
+    shown, rest = ranked[:TIME_OPS], ranked[TIME_OPS:]
+    if rest:
+        shown.append((f"{len(rest)} other op(s)", [sum(r[1][i] for r in rest) for i in range(3)]))
+    names = [n for n, _ in reversed(shown)]
+    ms = {k: [v[i] * 1e3 for _, v in reversed(shown)] for i, k in enumerate(("native", "fallback", "copies"))}
+    src = ColumnDataSource(dict(op=names, **ms))
+    p = figure(y_range=names, height=max(160, 22 * len(names) + 80), sizing_mode="stretch_width",
+               x_axis_label="milliseconds (this machine's wall time)", tools="xpan,xwheel_zoom,reset,save")
+    labels = {"native": "native (on device)", "fallback": "fallback: host kernel", "copies": "host <-> device copies"}
+    p.hbar_stack(["native", "fallback", "copies"], y="op", height=0.7, source=src,
+                 color=[_COLORS[k] for k in ("native", "fallback", "copies")],
+                 legend_label=[labels[k] for k in ("native", "fallback", "copies")])
+    p.add_tools(HoverTool(tooltips=[("op", "@op"), ("native", "@native{0.000} ms"),
+                                    ("fallback", "@fallback{0.000} ms"), ("copies", "@copies{0.000} ms")]))
+    p.legend.location = "bottom_right"
+    p.y_range.range_padding = 0.02
+    total = sum(sum(v) for v in rows.values())
+    intro = (f"<p>Wall time inside each op on this machine, {total * 1e3:.1f} ms in all: native ops run the CPU "
+             "kernel on device memory, a fallback adds its host round trip. It ranks the ops; it is not a "
+             "Trainium timing. The slowest {n} shown.</p>").replace("{n}", str(min(TIME_OPS, len(rows))))
+    add("Time by op", intro, p, "time")
+
+
+def _native_section(data, add) -> None:
+    nat = data.get("native_ops", [])
+    rows = [{"op": n["op"], "calls": n["count"], **({"ms": round(n["seconds"] * 1e3, 3)} if "seconds" in n else {})}
+            for n in nat]
+    intro = f"<p>{len(nat)} op(s), {sum(n['count'] for n in nat)} call(s) ran on the NeuronCore.</p>"
+    add("Native ops", intro + _cut_note(len(rows)), _table(rows, "native_table") if rows else None, "native")
+
+
+def _downcast_section(data, add) -> None:
+    dc = data.get("downcasts_64bit", [])
+    rows = [{"op": c["op"], "float64 -> float32": c["float64"], "int64 -> int32": c["int64"]} for c in dc]
+    intro = (f"<p>{len(dc)} native op(s) computed 64-bit values in 32 bits (Trainium has no 64-bit arithmetic); "
+             f"casts to or from 64-bit types done on the host: {data.get('host_casts_64bit', 0)}.</p>")
+    add("64-bit values computed in 32 bits", intro, _table(rows, "downcast_table") if rows else None, "downcasts")
+
+
+def _unsupported_section(data, add) -> None:
+    un = data.get("unsupported_features", [])
+    if not un:
+        add("Unsupported features hit", "<p class='ok'>None.</p>", anchor="unsupported")
+        return
+    add("Unsupported features hit", "<p>Features Trainium does not support, counted even where the program "
+        "caught the error.</p>", _table([{"feature": u["feature"], "times": u["count"]} for u in un],
+                                         "unsupported_table"), "unsupported")
+
+
+def _compilation_section(data, add) -> None:
+    c = data.get("compilation")
+    if not c:
+        return
+    many = c.get("ops_with_many_shapes", [])
+    intro = (f"<p>{c['distinct_signatures']} distinct op signatures (one NEFF compilation each on the device), "
+             f"{c['cache_hits']} cache hits. Ops with at least {c['many_shapes_threshold']} signatures "
+             f"(a dynamic-shape risk under torch.compile): {len(many)}.</p>")
+    rows = [{"op": m["op"], "signatures": m["signatures"]} for m in many]
+    add("Eager compilations", intro, _table(rows, "many_shapes_table") if rows else None, "compilations")
+
+
+def _generic_section(key: str, value: Any, add) -> None:
+    """A section the page does not know by name (e.g. added by a newer feature)."""
+    title = key.replace("_", " ").capitalize()
+    if _is_records(value):
+        fields = _timeline_fields(value)
+        if fields:
+            chart, note = _timeline_chart(value, fields, key)
+            add(title, note, chart, key)
+        add(title + " (table)" if fields else title, _cut_note(len(value)), _table(_flat_rows(value), key + "_table"),
+            key + "-table" if fields else key)
+    elif isinstance(value, dict):
+        scalars = {k: v for k, v in value.items() if not isinstance(v, (list, dict))}
+        rows = [{"": k.replace("_", " "), "value": _cell(v)} for k, v in scalars.items()]
+        add(title, "", _table(rows, key + "_values") if rows else None, key)
+        for k, v in value.items():
+            if isinstance(v, (list, dict)) and v:
+                _generic_section(f"{key}_{k}", v, add)
+    elif isinstance(value, list):
+        add(title, "<p>" + html.escape(", ".join(_cell(v) for v in value[:TABLE_ROWS])) + "</p>", anchor=key)
+    elif value is not None:
+        add(title, f"<p>{html.escape(_cell(value))}</p>", anchor=key)
+
+
+# ---- timeline (an estimated device timeline, or any start/duration records) -----
+
+def _timeline_fields(rows: list[dict]) -> Optional[dict[str, str]]:
+    """Which keys hold the start, the duration (or end), the label and the lane, if these are events."""
+    keys = set().union(*(r.keys() for r in rows[:50]))
+    def find(names: Iterable[str]) -> Optional[str]:
+        for n in names:
+            for k in sorted(keys):
+                if k == n or k.startswith(n + "_"):
+                    if all(isinstance(r.get(k), (int, float)) for r in rows[:50] if k in r):
+                        return k
+        return None
+    start = find(("start", "ts", "begin", "t0"))
+    dur, end = find(("dur", "duration")), find(("end", "t1"))
+    if not start or not (dur or end):
+        return None
+    label = next((k for k in ("name", "op", "event", "kind", "label") if k in keys), None)
+    lane = next((k for k in ("lane", "track", "stream", "row", "device", "queue", "engine") if k in keys), None)
+    return {"start": start, "dur": dur, "end": end, "label": label, "lane": lane}
+
+
+def _timeline_chart(rows: list[dict], f: dict, key: str):
+    from bokeh.models import ColumnDataSource, HoverTool
+    from bokeh.plotting import figure
+
+    def span(r):
+        s = float(r.get(f["start"], 0))
+        e = s + float(r.get(f["dur"], 0)) if f["dur"] else float(r.get(f["end"], s))
+        return s, e
+    events = [(r, *span(r)) for r in rows]
+    shown = events
+    if len(events) > TIMELINE_EVENTS:  # keep the longest: they are what a reader looks for
+        shown = sorted(events, key=lambda x: x[1] - x[2])[:TIMELINE_EVENTS]
+    lanes = sorted({str(r.get(f["lane"], "")) for r, _, _ in shown}) if f["lane"] else [key]
+    unit = f["start"].split("_")[-1] if "_" in f["start"] else ""
+    src = ColumnDataSource(dict(
+        left=[s for _, s, _ in shown], right=[e for _, _, e in shown],
+        lane=[str(r.get(f["lane"], "")) if f["lane"] else key for r, _, _ in shown],
+        label=[str(r.get(f["label"], "")) if f["label"] else "" for r, _, _ in shown]))
+    p = figure(y_range=lanes, height=max(160, 40 * len(lanes) + 90), sizing_mode="stretch_width",
+               x_axis_label=f"time{' (' + unit + ')' if unit else ''}", tools="xpan,xwheel_zoom,box_zoom,reset,save")
+    p.hbar(y="lane", left="left", right="right", height=0.8, source=src, color=_COLORS["native"],
+           line_color="#1d4f7a")
+    p.add_tools(HoverTool(tooltips=[("event", "@label"), ("start", "@left"), ("end", "@right")]))
+    note = f"<p>{len(events)} event(s)"
+    if len(shown) < len(events):
+        note += f"; the {len(shown)} longest are drawn"
+    return p, note + ".</p>"
+
+
+# ---- tables -----------------------------------------------------------------
+
+def _table(rows: list[dict], name: str):
+    """A sortable Bokeh DataTable of flat records (at most TABLE_ROWS)."""
+    from bokeh.models import ColumnDataSource, DataTable, NumberFormatter, StringFormatter, TableColumn
+
+    rows = rows[:TABLE_ROWS]
+    keys: list[str] = []
+    for r in rows:
+        keys.extend(k for k in r if k not in keys)
+    cols = {k: [r.get(k, "") for r in rows] for k in keys}
+    columns = []
+    for k in keys:
+        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in cols[k])
+        if numeric:
+            fmt = NumberFormatter(format="0,0" if all(isinstance(v, int) for v in cols[k]) else "0,0.000",
+                                  text_align="right")
+        else:
+            cols[k] = [str(v) for v in cols[k]]
+            fmt = StringFormatter()
+        longest = max((len(str(v)) for v in cols[k]), default=0)
+        columns.append(TableColumn(field=k, title=k or " ", formatter=fmt,
+                                   width=min(max(len(k), longest) * 8 + 16, 700)))
+    height = 28 * min(len(rows), 15) + 34
+    return DataTable(source=ColumnDataSource(cols), columns=columns, height=height, sizing_mode="stretch_width",
+                     index_position=None, sortable=True, reorderable=False, name=name)
+
+
+def _is_records(v: Any) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(r, dict) for r in v)
+
+
+def _flat_rows(rows: list[dict]) -> list[dict]:
+    return [{k: (v if isinstance(v, (int, float, str)) else _cell(v)) for k, v in r.items()} for r in rows[:TABLE_ROWS]]
+
+
+def _cell(v: Any) -> str:
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+def _cut_note(n: int) -> str:
+    return f"<p class='note'>Showing the first {TABLE_ROWS} of {n} rows (--json lists all).</p>" if n > TABLE_ROWS else ""
+
+
+# ---- header and summary -----------------------------------------------------
+
+def _header(data, title) -> str:
+    run = data.get("run", {})
+    failed = bool(data.get("error")) or data.get("exit_status") not in (None, 0)
+    status = ("<span class='badge failed' id='status'>failed</span>" if failed
+              else "<span class='badge passed' id='status'>ran to completion</span>")
+    facts = [f"native-op table {data.get('native_op_table', '?')}", f"dtype policy {data.get('dtype_policy', '?')}"]
+    if run:
+        facts = [f"started {run.get('started', '?')}", f"{run.get('wall_seconds', 0):.2f} s"] + facts + [
+            f"torch {run.get('torch', '?')}", f"torch_neuron_sim {run.get('torch_neuron_sim', '?')}"]
+    out = f"<h1>{html.escape(title)} {status}</h1><p class='facts'>{html.escape(' · '.join(facts))}</p>"
+    if failed:
+        out += "<div class='error' id='error'><h2>The program failed</h2>"
+        if data.get("exit_status") not in (None, 0):
+            out += f"<p>Exit status {html.escape(str(data['exit_status']))}: {html.escape(str(data.get('error') or ''))}</p>"
+        else:
+            out += f"<p>{html.escape(str(data.get('error')))}</p>"
+        if data.get("traceback"):
+            out += f"<pre id='traceback'>{html.escape(data['traceback'])}</pre>"
+        out += "<p>The report covers what ran until then.</p></div>"
+    return out
+
+
+def _summary(data) -> str:
+    prof = data.get("profile", {})
+    fb, nat = data.get("fallback_ops", []), data.get("native_ops", [])
+    cards = []
+    if prof:
+        cards.append(("Device profile", prof.get("name", "?"),
+                      f"{prof.get('devices', '?')} device(s), {_bytes(prof.get('hbm_per_device_bytes', 0))} HBM each"))
+    for m in data.get("memory", []):
+        cards.append((f"Peak HBM, {m['device']}", _bytes(m["peak_bytes"]),
+                      f"of {_bytes(m['capacity_bytes'])} ({100 * m['fraction']:.2f}%)"))
+    if not data.get("memory"):
+        cards.append(("Peak HBM", "0 B", "no device memory used"))
+    cards.append(("Ops native / fallback", f"{len(nat)} / {len(fb)}",
+                  f"{sum(n['count'] for n in nat)} / {sum(f['count'] for f in fb)} calls"))
+    hc = data.get("host_copies")
+    if hc is not None:
+        fb_bytes = sum(f.get("bytes_copied", 0) for f in fb)
+        cards.append(("Host copies", f"{hc.get('count', 0)}",
+                      f"{_bytes(hc.get('bytes', 0))} outside fallbacks; fallbacks copied {_bytes(fb_bytes)}"))
+    dc = data.get("downcasts_64bit", [])
+    cards.append(("64-bit downcasts", f"{sum(c['float64'] + c['int64'] for c in dc)}",
+                  f"in {len(dc)} op(s); {data.get('host_casts_64bit', 0)} casts on the host"))
+    c = data.get("compilation", {})
+    if c:
+        cards.append(("Compilations", f"{c.get('distinct_signatures', 0)}", f"{c.get('cache_hits', 0)} cache hits"))
+    un = data.get("unsupported_features", [])
+    cards.append(("Unsupported features", f"{sum(u['count'] for u in un)}", f"{len(un)} feature(s)"))
+    return "".join(f"<div class='card'><div class='label'>{html.escape(a)}</div><div class='value'>{html.escape(b)}"
+                   f"</div><div class='detail'>{html.escape(d)}</div></div>" for a, b, d in cards)
+
+
+def _short(site: str) -> str:
+    cwd = os.getcwd() + os.sep
+    return site[len(cwd):] if site.startswith(cwd) else site
+
+
+def _bytes(n: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{int(n)} B"
+
+
+def _anchor(title: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in title.lower()).strip("-")
+
+
+_CSS = """
+body { font-family: -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; margin: 0 auto;
+       max-width: 1200px; padding: 16px 24px 48px; color: #1f2328; height: auto; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; border-bottom: 1px solid #d0d7de; }
+.facts, .note { color: #57606a; font-size: 0.9em; }
+.badge { font-size: 0.6em; padding: 2px 8px; border-radius: 10px; vertical-align: middle; color: white; }
+.badge.passed { background: #1a7f37; } .badge.failed { background: #cf222e; }
+.error { border: 1px solid #cf222e; background: #fff5f5; padding: 8px 16px; border-radius: 6px; }
+.error h2 { border: none; margin-top: 0.4em; }
+pre { overflow-x: auto; font-size: 0.85em; }
+.cards { display: flex; flex-wrap: wrap; gap: 12px; }
+.card { border: 1px solid #d0d7de; border-radius: 6px; padding: 8px 14px; min-width: 150px; }
+.card .label { color: #57606a; font-size: 0.85em; } .card .value { font-size: 1.4em; font-weight: 600; }
+.card .detail { color: #57606a; font-size: 0.8em; }
+.ok { color: #1a7f37; font-weight: 600; }
+nav a { margin-right: 12px; font-size: 0.9em; }
+"""
+
+_TEMPLATE = """{% from macros import embed %}
+<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{{ title | e }}</title>
+<style>{{ css }}</style>
+{{ bokeh_css if bokeh_css }}
+{{ bokeh_js if bokeh_js }}
+</head>
+<body>
+{{ header }}
+<div class="cards" id="summary">{{ summary }}</div>
+<nav>{% for b in blocks %}<a href="#{{ b.anchor }}">{{ b.title | e }}</a>{% endfor %}</nav>
+{% for b in blocks %}
+<section id="{{ b.anchor }}">
+<h2>{{ b.title | e }}</h2>
+{{ b.intro }}
+{% if b.root %}<div class="chart" data-name="{{ b.root }}">{{ embed(roots[b.root]) }}</div>{% endif %}
+</section>
+{% endfor %}
+{{ plot_script }}
+</body>
+</html>
+"""
