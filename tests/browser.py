@@ -36,7 +36,7 @@ class Page:
 
     def open(self, path: Path | str) -> "Page":
         url = path if "://" in str(path) else Path(path).resolve().as_uri()
-        self.page.goto(url, wait_until="load")
+        self.page.goto(url, wait_until="load", timeout=180_000)  # a loaded machine parses 2 MB of JS slowly
         return self
 
     def close(self) -> None:
@@ -47,7 +47,7 @@ def bokeh_ready(page) -> None:
     """Waits until Bokeh has built a view for every root on the page."""
     page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
                            "Object.keys(Bokeh.index).length >= Bokeh.documents[0].roots().length",
-                           timeout=30_000)
+                           timeout=180_000)
 
 
 def colored_pixels(png: bytes, rgb: tuple[int, int, int], tol: int = 40) -> int:
