@@ -11,16 +11,24 @@ from setuptools import setup
 
 ext_modules, cmdclass = [], {}
 if os.environ.get("TORCH_NEURON_SIM_NO_EXT") != "1":
+    import torch
     from torch.utils.cpp_extension import BuildExtension, CppExtension
 
     # Every layer under csrc/ (runtime, aten, and the rooms added later) is one extension.
-    sources = sorted(glob.glob("csrc/**/*.cpp", recursive=True))
+    # The profiler's Kineto session is its own small extension: it alone needs
+    # USE_KINETO and torch's bundled Kineto headers, and those flags reach no other file.
+    kineto_sources = ["csrc/profiler/kineto_session.cpp"]
+    sources = sorted(set(glob.glob("csrc/**/*.cpp", recursive=True)) - set(kineto_sources))
+    flags = ["-O2", "-std=c++17", "-Wno-unused-parameter"]
     ext_modules = [
+        CppExtension("torch_neuron_sim._C", sources, extra_compile_args=flags),
         CppExtension(
-            "torch_neuron_sim._C",
-            sources,
-            extra_compile_args=["-O2", "-std=c++17", "-Wno-unused-parameter"],
-        )
+            "torch_neuron_sim._kineto",
+            kineto_sources,
+            define_macros=[("USE_KINETO", "1")],
+            include_dirs=[os.path.join(os.path.dirname(torch.__file__), "include", "kineto")],
+            extra_compile_args=flags,
+        ),
     ]
     cmdclass = {"build_ext": BuildExtension.with_options(use_ninja=True)}
 

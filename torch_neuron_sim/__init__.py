@@ -65,7 +65,12 @@ from . import compat, compile_cache, dtype_policy, metrics  # noqa: E402
 from .compat import install_torch_neuronx_alias  # noqa: E402
 from .report import report  # noqa: E402
 
+# The simulated device timeline (docs/profiling.md)
+from . import profiler  # noqa: E402
+from .estimate import estimate  # noqa: E402
+
 dtype_policy._install()
 compile_cache._install()
 metrics._install()
 compat._configure()
+profiler._install()

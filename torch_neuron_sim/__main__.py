@@ -32,6 +32,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--map-cuda", action="store_true", help='send "cuda" devices to neuron (torch.cuda.* too)')
     r.add_argument("--many-shapes", type=int, default=16, metavar="N",
                    help="flag ops that saw at least N distinct signatures (default 16)")
+    r.add_argument("--timeline", metavar="TRACE.json",
+                   help="also profile the run and write a Chrome/Perfetto trace with simulated neuron device "
+                        "rows (durations from the cost model: estimates, docs/profiling.md)")
     r.add_argument("script", help="the Python script to run")
     r.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     return p
@@ -68,10 +71,18 @@ def main(argv: list[str] | None = None) -> int:
         mapping = map_cuda_to_neuron()
         mapping.__enter__()
     r = Report(many_shapes=ns.many_shapes).start()
+    trace = None
+    if ns.timeline:
+        from torch_neuron_sim.profiler import TraceRecorder
+        trace = TraceRecorder().start()
     try:
         status, error, tb = _run_script(ns.script, ns.args)
     finally:
+        if trace is not None:
+            trace.stop(ns.timeline)
         r.stop()
+        if trace is not None:
+            r.data["timeline"] = trace.summary()
         if mapping is not None:
             mapping.__exit__(None, None, None)
     r.data["error"] = error

@@ -370,6 +370,14 @@ class Report:
                 out.append(f"  ... and {len(tc['graphs']) - 20} more (--json lists all)")
             for b in tc["graph_breaks"][:10]:
                 out.append(f"  graph break x{b['count']}: {b['reason']}")
+        t = d.get("timeline")
+        if t:
+            out.append(f"\nSimulated device timeline (ESTIMATE from the cost model, {t['profile']} at LNC={t['lnc']}): "
+                       f"trace written to {t['trace']}")
+            out.append(f"  busiest stream {t['total_seconds'] * 1e3:.3f} ms of modelled device time: "
+                       + ", ".join(f"{b} {v * 1e3:.3f} ms" for b, v in t["breakdown"].items() if v))
+            for o in t["ops"][:8]:
+                out.append(f"  {o['name'][:50]:<50} {o['count']:>6} x {o['seconds'] * 1e6:>12.1f} us  {o['bound']}")
         if d.get("error"):
             out.append(f"\nThe program raised: {d['error']}")
         out.append("=" * 78)

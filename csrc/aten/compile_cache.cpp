@@ -73,8 +73,8 @@ thread_local bool t_in_graph_launch = false;
 
 void setInGraphLaunch(bool on) { t_in_graph_launch = on; }
 
-void noteNativeCall(OpEntry& e, c10::ArrayRef<c10::IValue> args) {
-  if (t_in_graph_launch) return;
+bool noteNativeCall(OpEntry& e, c10::ArrayRef<c10::IValue> args) {
+  if (t_in_graph_launch) return false;
   const uint64_t sig = signature(e, args);
   // Repeats are the common case: a small per-thread table of signatures this
   // thread already saw answers them without taking the op's lock.
@@ -94,7 +94,7 @@ void noteNativeCall(OpEntry& e, c10::ArrayRef<c10::IValue> args) {
   if (!miss) {
     e.cache_hits.fetch_add(1, std::memory_order_relaxed);
     if (metrics) g_hits.fetch_add(1, std::memory_order_relaxed);
-    return;
+    return false;
   }
   const double ms = g_latency_ms.load(std::memory_order_relaxed);
   if (ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
@@ -103,6 +103,7 @@ void noteNativeCall(OpEntry& e, c10::ArrayRef<c10::IValue> args) {
     g_compilations.fetch_add(1, std::memory_order_relaxed);
     recordTime(static_cast<uint64_t>(ms * 1e6));
   }
+  return true;
 }
 
 void forgetSignatures() { g_generation.fetch_add(1); }

@@ -14,8 +14,8 @@ namespace neuron_sim {
 
 // Looks the call's signature up; on a miss counts a compilation and waits
 // the simulated compile latency. Cost of a hit: one hash over the arguments
-// and one short lock.
-void noteNativeCall(OpEntry& e, c10::ArrayRef<c10::IValue> args);
+// and one short lock. Returns true when the call compiled.
+bool noteNativeCall(OpEntry& e, c10::ArrayRef<c10::IValue> args);
 // While a compiled graph launches on this thread its ops are part of one
 // compiled unit (torch.compile): they note no eager signatures.
 void setInGraphLaunch(bool on);

@@ -8,6 +8,7 @@
 #include "../runtime/host_access.h"
 #include "dtype_policy.h"
 #include "neuron.h"
+#include "../profiler/record.h"
 
 namespace neuron_sim {
 namespace {
@@ -29,7 +30,9 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   if (self.scalar_type() != dst.scalar_type() && (is64(self.scalar_type()) || is64(dst.scalar_type())))
     g_host_casts64.fetch_add(1, std::memory_order_relaxed);
   // Kernels complete when launched, so non_blocking copies are complete too.
+  const int64_t issued = C10_UNLIKELY(profiler::recording()) ? runtime::wallNowNs() : 0;
   onHost(dst).copy_(onHost(self));
+  if (C10_UNLIKELY(issued)) profiler::recordCopy(self, dst, issued);
   return dst;
 }
 
@@ -40,6 +43,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
   runtime::HostAccess access;
+  if (C10_UNLIKELY(profiler::recording())) profiler::recordScalarRead(self, runtime::wallNowNs());
   return at::_local_scalar_dense(hostAlias(self));
 }
 

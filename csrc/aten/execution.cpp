@@ -21,6 +21,7 @@
 #include "generator.h"
 #include "neuron.h"
 #include "op_table.h"
+#include "../profiler/record.h"
 
 namespace neuron_sim {
 namespace {
@@ -138,7 +139,11 @@ void runNative(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
   const size_t nargs = op.schema().arguments().size();
   const size_t first = stack->size() - nargs;
   const int device = opDevice(c10::ArrayRef<c10::IValue>(stack->data() + first, nargs));
-  noteNativeCall(e, c10::ArrayRef<c10::IValue>(stack->data() + first, nargs));
+  std::optional<profiler::OpRecord> record;  // the op's device event, while a profiler records
+  if (C10_UNLIKELY(profiler::recording()))
+    record.emplace(e.name, c10::ArrayRef<c10::IValue>(stack->data() + first, nargs), device, false);
+  const bool compiled = noteNativeCall(e, c10::ArrayRef<c10::IValue>(stack->data() + first, nargs));
+  if (C10_UNLIKELY(compiled && record)) profiler::recordCompile(e.name, device);
   c10::SmallVector<Aliased, 8> aliased;
   for (size_t i = first; i < first + nargs; ++i) (*stack)[i] = aliasArg((*stack)[i], aliased);
   useDeviceGenerators(e, stack, first, device);
@@ -156,6 +161,7 @@ void runNative(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
   const size_t nret = op.schema().returns().size();
   for (size_t i = stack->size() - nret; i < stack->size(); ++i)
     (*stack)[i] = resultToDevice((*stack)[i], aliased, device);
+  if (C10_UNLIKELY(record)) record->finish(c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - nret, nret));
 }
 
 // at::native::cpu_fallback puts its outputs on the device of the first tensor
@@ -235,9 +241,19 @@ void runFallback(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
       v = host;
     }
   }
+  std::optional<profiler::OpRecord> record;  // the round trip's device events, while a profiler records
+  if (C10_UNLIKELY(profiler::recording() && !e.untracked)) {
+    const size_t nargs = op.schema().arguments().size();
+    c10::ArrayRef<c10::IValue> args(stack->data() + stack->size() - nargs, nargs);
+    record.emplace(e.name, args, opDevice(args), true);
+  }
   at::native::cpu_fallback(op, stack);
   for (auto& [device_stats, host] : running_stats) device_stats.copy_(host);
   if (C10_UNLIKELY(host_target >= 0)) returnsToDevice(op, stack, host_target);
+  if (C10_UNLIKELY(record)) {
+    const size_t nret = op.schema().returns().size();
+    record->finish(c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - nret, nret));
+  }
 }
 
 void neuronKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* stack) {

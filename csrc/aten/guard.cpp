@@ -8,6 +8,7 @@
 
 #include "../runtime/device.h"
 #include "../runtime/stream.h"
+#include "../runtime/device_timeline.h"
 #include "neuron.h"
 
 namespace neuron_sim {
@@ -94,6 +95,8 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     e->stream = stream.id();
     e->timing = flag == c10::EventFlag::BACKEND_DEFAULT;
     runtime::recordEvent(*e);
+    e->model_ns = C10_UNLIKELY(runtime::timelineActive()) && runtime::modelClockOn()
+                      ? runtime::modelClockNs(e->device, e->stream) : -1;
     if (C10_UNLIKELY(runtime::orderTracking())) e->clock = runtime::clockOf(ref(stream));
   }
   // The work an event marks is done when it is recorded: nothing to wait for,
@@ -150,5 +153,6 @@ C10_REGISTER_GUARD_IMPL(PrivateUse1, NeuronGuardImpl);
 }  // namespace
 
 int currentDeviceIndex() { return runtime::currentDevice(); }
+int64_t currentStreamId(int device) { return t_current_stream[device]; }
 
 }  // namespace neuron_sim

@@ -15,6 +15,7 @@
 #include "dtype_policy.h"
 #include "generator.h"
 #include "memory_bindings.h"
+#include "profiler_bindings.h"
 #include "op_table.h"
 #include "neuron.h"
 
@@ -162,6 +163,7 @@ PYBIND11_MODULE(_C, m) {
     runtime::resetOrderTracking();
     runtime::setOrderTracking(on);
   });
+  registerProfilerBindings(m);
   m.def("_order_tick", [](int device, int64_t stream) { return runtime::tickStream({device, stream}); });
   m.def("_order_before", [](int da, int64_t sa, uint64_t n, int db, int64_t sb) {
     return runtime::orderedBefore({da, sa}, n, {db, sb});

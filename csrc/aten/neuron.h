@@ -51,5 +51,6 @@ at::Tensor viewOnDevice(const at::Tensor& storage_of, const at::Tensor& geometry
 
 // ---- guard.cpp ------------------------------------------------------------
 int currentDeviceIndex();
+int64_t currentStreamId(int device);  // the calling thread's current stream on `device` (0: default)
 
 }  // namespace neuron_sim

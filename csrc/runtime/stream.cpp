@@ -17,6 +17,7 @@ void recordEvent(Event& e) {
 }
 
 double elapsedMs(const Event& a, const Event& b) {
+  if (a.model_ns >= 0 && b.model_ns >= 0) return static_cast<double>(b.model_ns - a.model_ns) / 1e6;
   return std::chrono::duration<double, std::milli>(b.when - a.when).count();
 }
 

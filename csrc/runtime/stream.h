@@ -19,6 +19,7 @@ struct Event {
   bool recorded = false;
   bool timing = false;  // created with enable_timing=True
   std::chrono::steady_clock::time_point when{};
+  int64_t model_ns = -1;  // the stream's model clock when recorded (NEURON_SIM_TIMING=model), else -1
   VectorClock clock;  // what the event covers (stream-order checking only)
 };
 
@@ -26,7 +27,8 @@ struct Event {
 // its stream has finished, since kernels complete when launched.
 void recordEvent(Event& e);
 
-// Milliseconds from a to b, as torch.cuda.Event.elapsed_time reports.
+// Milliseconds from a to b, as torch.cuda.Event.elapsed_time reports: wall
+// time, or the cost model's device time when both carry a model clock.
 double elapsedMs(const Event& a, const Event& b);
 
 }  // namespace neuron_sim::runtime

@@ -1,0 +1,127 @@
+"""estimate(), report --timeline, NEURON_SIM_TIMING=model and
+torch_neuronx.NeuronProfiler over the simulated timeline (docs/profiling.md)."""
+import json
+import logging
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torch_neuron_sim
+from torch_neuron_sim import profiler
+from torch_neuron_sim.compat import NeuronProfiler, NRTProfilerError
+
+
+@pytest.fixture(autouse=True)
+def quiet_fallbacks():
+    log = logging.getLogger("torch_neuron_sim")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    yield
+    log.setLevel(level)
+
+
+def mlp_step():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8)).to("neuron")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(32, 64).to("neuron"), torch.randint(0, 8, (32,)).to("neuron")
+
+    def step():
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    return step
+
+
+def test_estimate_of_a_training_step():
+    step = mlp_step()
+    est = torch_neuron_sim.estimate(step, profile="trn2")
+    assert (est.profile, est.lnc) == ("trn2", 2)
+    names = {r.name for r in est.ops}
+    assert {"aten::addmm", "aten::mm"} <= names
+    # The buckets add up to the modelled time of every event; one stream here.
+    assert sum(est.breakdown.values()) == pytest.approx(est.total_seconds)
+    assert sum(r.seconds for r in est.ops) == pytest.approx(est.total_seconds)
+    assert est.breakdown["launch"] > 0 and est.breakdown["memory"] > 0
+    assert est.breakdown["compile"] == 0 and est.compile_seconds > 0  # the warm-up step compiled
+    text = str(est)
+    assert text.startswith("ESTIMATE (cost model, not a measurement)") and "aten::addmm" in text
+    assert json.loads(json.dumps(est.to_dict()))["estimate"] is True
+    # The model in force outside is untouched.
+    assert profiler.cost_model()["profile"] == torch_neuron_sim._C._machine()["profile"]
+
+
+def test_estimates_follow_the_chip():
+    x = torch.randn(4096, 4096).to("neuron")
+    t2 = torch_neuron_sim.estimate(lambda: x * 2, profile="trn2").total_seconds
+    t3 = torch_neuron_sim.estimate(lambda: x * 2, profile="trn3").total_seconds
+    t2_lnc1 = torch_neuron_sim.estimate(lambda: x * 2, profile="trn2", lnc=1).total_seconds
+    launch = profiler.cost_model()["launch_overhead_s"]
+    assert (t2 - launch) / (t3 - launch) == pytest.approx(4.9 / 2.9, rel=1e-3)
+    assert (t2_lnc1 - launch) == pytest.approx(2 * (t2 - launch), rel=1e-3)
+
+
+def test_fallbacks_and_transfers_are_their_own_buckets():
+    x = torch.randn(64, 64)
+
+    def step():
+        d = x.to("neuron")
+        return torch.trace(d).item()
+    est = torch_neuron_sim.estimate(step, warmup=0)
+    assert est.breakdown["transfer"] > 0 and est.breakdown["fallback"] > 0
+    assert [r for r in est.ops if r.name == "aten::trace"][0].bound == "fallback"
+
+
+def test_model_timing_for_event_elapsed_time():
+    a = torch.randn(2048, 2048).to("neuron")
+    profiler._C._prof_set_model_clock(True)
+    try:
+        start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
+        start.record()
+        with profiler.timeline() as t:
+            for _ in range(4):
+                a + a
+        end.record()
+        end.synchronize()
+        ms = start.elapsed_time(end)
+    finally:
+        profiler._C._prof_set_model_clock(False)
+    assert ms == pytest.approx(sum(e["seconds"] for e in t.events) * 1e3, rel=1e-6)
+    start.record()
+    end.record()
+    assert start.elapsed_time(end) >= 0  # back to wall time
+
+
+def test_report_timeline_writes_a_trace(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nx = torch.randn(16, 16).to('neuron')\ny = (x @ x).relu().sum().item()\n")
+    out = tmp_path / "trace.json"
+    r = subprocess.run([sys.executable, "-m", "torch_neuron_sim", "report", "--timeline", str(out), str(script)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "Simulated device timeline (ESTIMATE" in r.stdout
+    trace = json.loads(out.read_text())
+    kernels = {e["name"] for e in trace["traceEvents"] if e.get("cat") == "kernel"}
+    assert {"aten::mm", "aten::relu"} <= kernels
+
+
+def test_neuron_profiler_compatibility(tmp_path):
+    a = torch.randn(32, 32).to("neuron")
+    with NeuronProfiler(pytorch_trace_file=tmp_path / "pt.json", neuron_output_dir=tmp_path / "out",
+                        event_filters=["kernel"]) as p:
+        assert p.is_active()
+        a @ a
+        a.cpu()
+    assert not p.is_active()
+    assert "aten::mm" in {e.key for e in p.key_averages()}
+    dev = json.loads((tmp_path / "out" / "neuron_timeline.json").read_text())
+    assert dev["estimate"] is True and {e["kind"] for e in dev["events"]} == {"kernel"}
+    assert any(e.get("cat") == "kernel" for e in json.loads((tmp_path / "pt.json").read_text())["traceEvents"])
+    with pytest.raises(NRTProfilerError, match="not active"):
+        p.stop()
+    p.start()
+    with pytest.raises(NRTProfilerError, match="already active"):
+        p.start()
+    p.stop()

@@ -1,0 +1,144 @@
+"""``torch_neuron_sim.estimate(fn, *args, profile="trn2")``: what one step of
+``fn`` would take on a Trainium NeuronCore, by the cost model
+(docs/profiling.md). It is an estimate, and says so wherever it is printed.
+
+The step runs on the emulator ``warmup`` times first (eager compilations of new
+op signatures happen there and are reported as ``compile_seconds``), then once
+more under a device timeline. ``total_seconds`` is the busiest stream's
+modelled time for that step, as if the host always kept ahead of the device
+(the emulator's host is no guide to a real host's speed), so host overhead
+appears only as the per-launch overhead of each eager op.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from . import profiler as _profiler
+
+BUCKETS = ("compute", "memory", "fallback", "transfer", "launch", "collective", "compile")
+
+
+def _buckets(e: dict) -> dict:
+    """Splits one device event's modelled seconds into the breakdown's buckets."""
+    s, launch, kind = e["seconds"], e["launch_seconds"], e["kind"]
+    if kind == "fallback" or e["in_fallback"]:
+        return {"fallback": s}
+    if kind in ("copy_h2d", "copy_d2h"):
+        return {"transfer": s}
+    if kind == "compile":
+        return {"compile": s}
+    if kind == "collective":
+        return {"collective": s}
+    return {"launch": launch, ("compute" if e["bound"] == "compute" else "memory"): s - launch}
+
+
+@dataclass
+class OpEstimate:
+    """One row of the per-op table: an op (or copy kind) and its modelled device time."""
+    name: str
+    kind: str
+    count: int = 0
+    seconds: float = 0.0
+    compute: float = 0.0
+    memory: float = 0.0
+    fallback: float = 0.0
+    transfer: float = 0.0
+    launch: float = 0.0
+    collective: float = 0.0
+    compile: float = 0.0
+    flops: float = 0.0
+    bytes: float = 0.0
+
+    @property
+    def bound(self) -> str:
+        """The bucket that dominates the row."""
+        return max(BUCKETS, key=lambda b: getattr(self, b))
+
+
+@dataclass
+class Estimate:
+    """An ESTIMATE of one step on a simulated NeuronCore (not a measurement)."""
+    profile: str
+    lnc: int
+    total_seconds: float
+    breakdown: dict
+    ops: list
+    compile_seconds: float
+    events: list = field(repr=False, default_factory=list)
+    model: dict = field(repr=False, default_factory=dict)
+
+    def table(self, row_limit: int = 20) -> str:
+        us = 1e6
+        lines = [f"ESTIMATE (cost model, not a measurement): one step on {self.profile} at LNC={self.lnc}, "
+                 f"one logical NeuronCore per device",
+                 f"total {self.total_seconds * 1e3:.3f} ms per step (busiest stream)"
+                 + (f"; first step also compiles: {self.compile_seconds:.2f} s" if self.compile_seconds else ""),
+                 "breakdown: " + ", ".join(f"{b} {self.breakdown[b] * 1e3:.3f} ms" for b in BUCKETS
+                                          if self.breakdown.get(b)),
+                 "",
+                 f"{'op':<44} {'calls':>6} {'total us':>10} {'compute':>9} {'memory':>9} {'fallback':>9} "
+                 f"{'transfer':>9} {'launch':>9}  bound"]
+        for r in self.ops[:row_limit]:
+            lines.append(f"{r.name[:44]:<44} {r.count:>6} {r.seconds * us:>10.1f} {r.compute * us:>9.1f} "
+                         f"{r.memory * us:>9.1f} {r.fallback * us:>9.1f} {r.transfer * us:>9.1f} "
+                         f"{r.launch * us:>9.1f}  {r.bound}")
+        if len(self.ops) > row_limit:
+            lines.append(f"... {len(self.ops) - row_limit} more rows")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def to_dict(self) -> dict:
+        """Plain data (for JSON and the HTML report)."""
+        return {"estimate": True, "profile": self.profile, "lnc": self.lnc, "total_seconds": self.total_seconds,
+                "compile_seconds": self.compile_seconds, "breakdown": dict(self.breakdown),
+                "ops": [{**r.__dict__, "bound": r.bound} for r in self.ops], "model": dict(self.model)}
+
+
+def summarize(events: list, profile: str, lnc: int, compile_seconds: float = 0.0, model: Optional[dict] = None
+              ) -> Estimate:
+    """An Estimate from device events (``Timeline.events``)."""
+    rows: dict = {}
+    breakdown = {b: 0.0 for b in BUCKETS}
+    busy: dict = {}
+    for e in events:
+        key = (e["name"], e["kind"])
+        r = rows.get(key)
+        if r is None:
+            r = rows[key] = OpEstimate(e["name"], e["kind"])
+        r.count += 1
+        r.seconds += e["seconds"]
+        r.flops += e["flops"]
+        r.bytes += e["bytes"]
+        for b, s in _buckets(e).items():
+            setattr(r, b, getattr(r, b) + s)
+            breakdown[b] += s
+        stream = (e["device"], e["stream"])
+        busy[stream] = busy.get(stream, 0.0) + e["seconds"]
+    ops = sorted(rows.values(), key=lambda r: -r.seconds)
+    return Estimate(profile, lnc, max(busy.values(), default=0.0), breakdown, ops, compile_seconds, list(events),
+                    dict(model or {}))
+
+
+def estimate(fn: Callable, *args: Any, profile: str = "trn2", lnc: Optional[int] = None, warmup: int = 1,
+             **kwargs: Any) -> Estimate:
+    """Runs ``fn(*args, **kwargs)`` ``warmup`` times, then once under the
+    device timeline, costed for ``profile`` ("trn1", "trn2", "trn3") at
+    ``lnc`` (default: the profile's). Returns an :class:`Estimate`; print it
+    for the per-op table."""
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    lnc = _profiler.default_lnc(profile) if lnc is None else lnc
+    with _profiler.cost_model_override(profile, lnc) as model:
+        compile_seconds = 0.0
+        for _ in range(warmup):
+            with _profiler.timeline() as t:
+                fn(*args, **kwargs)
+            compile_seconds += sum(e["seconds"] for e in t.events if e["kind"] == "compile")
+        with _profiler.timeline() as t:
+            fn(*args, **kwargs)
+    est = summarize(t.events, profile, lnc, model=model)
+    est.compile_seconds = compile_seconds + est.breakdown["compile"]
+    return est
