@@ -72,6 +72,7 @@ thread_local bool t_in_graph_launch = false;
 }  // namespace
 
 void setInGraphLaunch(bool on) { t_in_graph_launch = on; }
+bool inGraphLaunch() { return t_in_graph_launch; }
 
 bool noteNativeCall(OpEntry& e, c10::ArrayRef<c10::IValue> args) {
   if (t_in_graph_launch) return false;

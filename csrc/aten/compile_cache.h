@@ -19,6 +19,7 @@ bool noteNativeCall(OpEntry& e, c10::ArrayRef<c10::IValue> args);
 // While a compiled graph launches on this thread its ops are part of one
 // compiled unit (torch.compile): they note no eager signatures.
 void setInGraphLaunch(bool on);
+bool inGraphLaunch();
 // Called when signatures are cleared: invalidates the per-thread tables.
 void forgetSignatures();
 

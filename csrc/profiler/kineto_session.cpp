@@ -198,8 +198,9 @@ class NeuronActivityProfiler final : public libkineto::IActivityProfiler {
 
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(const std::set<ActivityType>& types,
                                                                  const libkineto::Config& config) override {
-    bool wanted = false;
-    for (auto t : types) wanted |= deviceTypes().count(t) > 0;
+    // PRIVATEUSE1_RUNTIME is also among a CPU-only profile's types: device
+    // rows are wanted only when the kernel or memcpy types are.
+    const bool wanted = types.count(ActivityType::CONCURRENT_KERNEL) || types.count(ActivityType::GPU_MEMCPY);
     const TimelineApi* api = g_api.load();
     if (!wanted || !api) return nullptr;  // a CPU-only profile: nothing to record
     return std::make_unique<NeuronSession>(api, types.count(ActivityType::PRIVATEUSE1_RUNTIME) > 0);
