@@ -25,7 +25,8 @@ if os.environ.get("TORCH_NEURON_SIM_NO_EXT") != "1":
         CppExtension(
             "torch_neuron_sim._kineto",
             kineto_sources,
-            define_macros=[("USE_KINETO", "1")],
+            # fmt (used by Kineto's headers) is header-only here: libtorch does not export it.
+            define_macros=[("USE_KINETO", "1"), ("FMT_HEADER_ONLY", "1")],
             include_dirs=[os.path.join(os.path.dirname(torch.__file__), "include", "kineto")],
             extra_compile_args=flags,
         ),

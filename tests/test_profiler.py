@@ -95,7 +95,7 @@ def test_each_kind_arrives_linked_to_its_cpu_op(tmp_path):
             continue  # recorded from Python, outside any op
         assert e["args"].get("External id") in cpu_ids, e
     by_name = {e["name"]: cpu_ids[e["args"]["External id"]] for e in events if e["args"]["kind"] == "kernel"}
-    assert by_name["aten::mul"] == "aten::mul"
+    assert by_name["aten::mul.Tensor"] == "aten::mul"  # device events carry the overload
     flows = [e for e in trace["traceEvents"] if e.get("ph") in ("s", "f") and e.get("cat") == "ac2g"]
     assert len([f for f in flows if f["ph"] == "f"]) == len(events)
     assert v == pytest.approx(float(torch.trace(x_cpu.clone())), rel=1e-5)
@@ -114,9 +114,9 @@ def test_rows_per_device_and_stream(tmp_path):
         with torch.neuron.stream(s):
             a0 - a0
     events = {e["name"]: e for e in device_events(export(p, tmp_path))}
-    assert (events["aten::add"]["pid"], events["aten::add"]["tid"]) == (0, 0)
-    assert events["aten::mul"]["pid"] == 1
-    assert (events["aten::sub"]["pid"], events["aten::sub"]["tid"]) == (0, s.stream_id)
+    assert (events["aten::add.Tensor"]["pid"], events["aten::add.Tensor"]["tid"]) == (0, 0)
+    assert events["aten::mul.Tensor"]["pid"] == 1
+    assert (events["aten::sub.Tensor"]["pid"], events["aten::sub.Tensor"]["tid"]) == (0, s.stream_id)
 
 
 def test_device_waits_for_host_and_stream():

@@ -107,9 +107,11 @@ class NeuronSession final : public libkineto::IActivityProfilerSession {
 
   void processTrace(libkineto::ActivityLogger& logger, libkineto::getLinkedActivityCallback linked,
                     int64_t window_start, int64_t window_end) override {
-    // Kineto keeps pointers to the activities until the trace is saved: they
-    // live in this session (a deque never moves its elements).
-    span_ = std::make_unique<libkineto::TraceSpan>(window_start, window_end, "neuron");
+    // Kineto and PyTorch keep pointers to the activities after this session
+    // is gone: they live in a CpuTraceBuffer handed to Kineto afterwards
+    // (getTraceBuffer), which the finished trace owns.
+    buffer_ = std::make_unique<libkineto::CpuTraceBuffer>();
+    buffer_->span = libkineto::TraceSpan(window_start, window_end, "neuron");
     const int32_t pid = libkineto::processId();
     for (const auto& e : events_) {
       // Modelled times can run past the end of the capture window: clamp.
@@ -119,7 +121,8 @@ class NeuronSession final : public libkineto::IActivityProfilerSession {
       const libkineto::ITraceActivity* cpu_op = (linked && e.correlation) ? linked(e.correlation) : nullptr;
       const uint32_t flow = ++flow_id_;
 
-      auto& dev = activities_.emplace_back(*span_, deviceActivityType(e.kind), *e.name);
+      buffer_->emplace_activity(buffer_->span, deviceActivityType(e.kind), *e.name);
+      auto& dev = *buffer_->activities.back();
       dev.startTime = start;
       dev.endTime = end;
       dev.id = static_cast<int32_t>(e.correlation);
@@ -141,7 +144,8 @@ class NeuronSession final : public libkineto::IActivityProfilerSession {
       if (with_runtime_) {
         // The launch on the issuing host thread, nested in its CPU op; the
         // flow arrow goes from it to the device event, as for cudaLaunchKernel.
-        auto& rt = activities_.emplace_back(*span_, ActivityType::PRIVATEUSE1_RUNTIME, runtimeCallName(e.kind));
+        buffer_->emplace_activity(buffer_->span, ActivityType::PRIVATEUSE1_RUNTIME, runtimeCallName(e.kind));
+        auto& rt = *buffer_->activities.back();
         rt.startTime = std::clamp(e.issue_ns, window_start, window_end);
         rt.endTime = std::clamp(std::max(e.host_end_ns, e.issue_ns), rt.startTime, window_end);
         rt.id = static_cast<int32_t>(e.correlation);
@@ -174,7 +178,7 @@ class NeuronSession final : public libkineto::IActivityProfilerSession {
     return out;
   }
 
-  std::unique_ptr<libkineto::CpuTraceBuffer> getTraceBuffer() override { return nullptr; }
+  std::unique_ptr<libkineto::CpuTraceBuffer> getTraceBuffer() override { return std::move(buffer_); }
 
   void pushCorrelationId(uint64_t id) override { api_->push_correlation(id); }
   void popCorrelationId() override { api_->pop_correlation(); }
@@ -186,8 +190,7 @@ class NeuronSession final : public libkineto::IActivityProfilerSession {
   uint64_t first_ = 0, last_ = 0;
   uint32_t flow_id_ = 0;
   std::vector<runtime::DeviceEvent> events_;
-  std::unique_ptr<libkineto::TraceSpan> span_;
-  std::deque<GenericTraceActivity> activities_;
+  std::unique_ptr<libkineto::CpuTraceBuffer> buffer_;
   std::set<std::pair<int, int64_t>> streams_;
 };
 

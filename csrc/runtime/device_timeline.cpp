@@ -111,7 +111,9 @@ uint64_t addEvent(DeviceEvent e) {
   const auto dur = static_cast<int64_t>(e.seconds * 1e9 + 0.5);
   e.start_ns = std::max(e.issue_ns, c.free_at_ns);
   e.end_ns = e.start_ns + dur;
-  c.free_at_ns = e.end_ns;
+  // A compilation holds the host, not the stream, in the trace: the emulator's
+  // host never waited for it, so later kernels keep their issue times.
+  if (e.kind != EventKind::kCompile) c.free_at_ns = e.end_ns;
   c.busy_ns += dur;
   if (s.recorders == 0) return s.log_base + s.log.size();
   s.log.push_back(e);
