@@ -74,3 +74,8 @@ compile_cache._install()
 metrics._install()
 compat._configure()
 profiler._install()
+
+# Distributed: the c10d backend "neuron" (docs/distributed.md)
+from . import distributed  # noqa: E402
+
+distributed._install()

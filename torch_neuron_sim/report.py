@@ -71,6 +71,14 @@ def _record_fallback(op_name: str) -> None:
         r._sites[(op_name, _user_site())] += 1
 
 
+def _record_collective(op_name: str, nbytes: int) -> None:
+    r = _active
+    if r is not None:
+        key = (op_name, _user_site())
+        r._collective_sites[key] += 1
+        r._collective_bytes[key] += nbytes
+
+
 def _snapshot() -> dict[str, Any]:
     from .compile import graphs
     return {
@@ -181,6 +189,8 @@ class Report:
         self.traceback: Optional[str] = None
         self.html = html
         self._sites: Counter = Counter()
+        self._collective_sites: Counter = Counter()  # (c10d op, site) -> calls
+        self._collective_bytes: Counter = Counter()  # (c10d op, site) -> bytes
         self._start: dict[str, Any] = {}
         self._memory = _MemoryTimeline()
 
@@ -198,6 +208,7 @@ class Report:
             if _C._is_initialized():
                 torch.neuron.reset_peak_memory_stats(i)
         _C._set_fallback_reporter(_record_fallback)
+        _C._set_collective_reporter(_record_collective)
         _C._set_report_active(True)
         return self
 
@@ -255,6 +266,13 @@ class Report:
                     cap = torch.neuron.get_device_properties(i).total_memory
                     memory.append({"device": f"neuron:{i}", "peak_bytes": peak, "capacity_bytes": cap,
                                    "fraction": peak / cap})
+        collectives: dict[str, dict[str, Any]] = {}
+        for (op, site), n in sorted(self._collective_sites.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1])):
+            c = collectives.setdefault(op, {"op": op, "count": 0, "bytes": 0, "sites": []})
+            nbytes = self._collective_bytes[(op, site)]
+            c["count"] += n
+            c["bytes"] += nbytes
+            c["sites"].append({"site": site, "count": n, "bytes": nbytes})
         signatures = sum(d["compilations"] for d in delta.values())
         many = [{"op": op, "signatures": d["compilations"]}
                 for op, d in sorted(delta.items(), key=lambda kv: (-kv[1]["compilations"], kv[0]))
@@ -274,6 +292,7 @@ class Report:
             **({"host_copies": {"count": copies["count"], "bytes": copies["bytes"], "seconds": copies["ns"] / 1e9}}
                if _MEASURES_TIME else {}),
             "unsupported_features": unsupported,
+            "collectives": sorted(collectives.values(), key=lambda c: (-c["bytes"], c["op"])),
             "memory": memory,
             "memory_timeline": self._memory.stop(),
             "compilation": {"distinct_signatures": signatures,
@@ -337,6 +356,15 @@ class Report:
         out.append(f"\nUnsupported features hit: {len(un)}")
         for u in un:
             out.append(f"  {u['feature']:<58} {u['count']:>8} time(s)")
+        co = d.get("collectives", [])
+        out.append(f"\nCollectives (c10d backend 'neuron'): {sum(c['count'] for c in co)} call(s), "
+                   f"{_size(sum(c['bytes'] for c in co))} moved")
+        for c in co:
+            out.append(f"  {c['op']:<44} {c['count']:>8} call(s) {_size(c['bytes']):>12}")
+            for s in c["sites"][:5]:
+                out.append(f"      {s['count']:>6} x  {_short(s['site'])}  ({_size(s['bytes'])})")
+            if len(c["sites"]) > 5:
+                out.append(f"      ... {len(c['sites']) - 5} more source line(s)")
         out.append("\nPeak HBM per device (allocated, against capacity):")
         for m in d["memory"]:
             out.append(f"  {m['device']:<10} {_gib(m['peak_bytes'])} of {_gib(m['capacity_bytes'])} "

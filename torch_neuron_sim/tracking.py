@@ -31,8 +31,9 @@ def get_op_counts() -> dict[str, dict[str, int]]:
 
 
 def clear_op_tracking() -> None:
-    """Reset the executed and fallback records."""
+    """Reset the executed and fallback records (collective counts included)."""
     _C._clear_op_tracking()
+    _C._clear_collective_counts()
 
 
 def set_fallback_mode(mode: str) -> None:

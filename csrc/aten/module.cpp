@@ -9,6 +9,7 @@
 #include <functional>
 #include <mutex>
 
+#include "../distributed/bindings.h"
 #include "../runtime/device.h"
 #include "../runtime/stream_order.h"
 #include "compile_cache.h"
@@ -90,6 +91,7 @@ PYBIND11_MODULE(_C, m) {
   installHostAllocatorWrapper();
   setReclaimHook(&collectGarbage);
   registerMemoryBindings(m);  // snapshots, guard checks, fault injection, limits
+  distributed::registerDistributedBindings(m);  // the c10d backend (csrc/distributed)
 
   // Devices
   m.def("_device_count", [] { return runtime::deviceCount(); });

@@ -1,0 +1,99 @@
+"""Collectives on the neuron backend against the same collectives on CPU
+tensors with gloo, in one run (2 ranks, spawned).
+
+Both run in one process group created with "cpu:gloo,neuron:neuron": CPU
+tensors go to gloo directly, neuron tensors to the neuron backend, which runs
+the same gloo over host views of the device memory (plus a small exchange that
+checks every rank agrees on the collective before it runs). Prints neuron/CPU
+time ratios (best and median of interleaved batches, rank 0's clock) for:
+  - all_reduce of 64 MiB (float32)
+  - one DDP training step (forward, backward with gradient all-reduce, SGD) of a small MLP
+Aim (issue 9): <= 1.05x, the views are zero-copy.
+
+Usage: python benchmarks/bench_distributed.py [--repeats N]
+"""
+import argparse
+import datetime
+import os
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def timed(fn, inner):
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(inner):
+        fn()
+    return (time.perf_counter() - t0) / inner
+
+
+def compare(rank, name, neuron_fn, cpu_fn, inner, repeats, aim):
+    neuron_fn(), cpu_fn()  # warm up: connections, arena pages, buckets
+    n, c = [], []
+    for _ in range(repeats):
+        n.append(timed(neuron_fn, inner))
+        c.append(timed(cpu_fn, inner))
+    tn, tc = min(n), min(c)
+    r, med = tn / tc, statistics.median(n) / statistics.median(c)
+    if rank == 0:
+        print(f"{name:<36} neuron {tn * 1e3:9.3f} ms   cpu {tc * 1e3:9.3f} ms   ratio {r:5.2f}x "
+              f"(median {med:4.2f}x)   aim <= {aim:.2f}x {'ok' if r <= aim else 'MISSED'}", flush=True)
+
+
+def mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512),
+                               torch.nn.ReLU(), torch.nn.Linear(512, 10))
+
+
+def worker(rank, world, port, repeats):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.set_num_threads(1)
+    dist.init_process_group("cpu:gloo,neuron:neuron", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world, timeout=datetime.timedelta(seconds=60))
+    dev = torch.device("neuron", rank)
+    if rank == 0:
+        print(f"torch {torch.__version__}, {world} ranks, 1 thread each", flush=True)
+
+    cpu = torch.ones(16 << 20)  # 64 MiB of float32
+    neu = cpu.to(dev)
+    compare(rank, "all_reduce 64 MiB", lambda: dist.all_reduce(neu), lambda: dist.all_reduce(cpu), 2, repeats, 1.05)
+
+    x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
+    xn, yn = x.to(dev), y.to(dev)
+    models = {"cpu": DDP(mlp()), "neuron": DDP(mlp().to(dev))}
+    opts = {k: torch.optim.SGD(m.parameters(), lr=0.01) for k, m in models.items()}
+
+    def step(kind, xb, yb):
+        def run():
+            loss = torch.nn.functional.cross_entropy(models[kind](xb), yb)
+            opts[kind].zero_grad()
+            loss.backward()
+            opts[kind].step()
+        return run
+
+    compare(rank, "DDP step, MLP 256-512-512-10, batch 64", step("neuron", xn, yn), step("cpu", x, y), 5,
+            repeats, 1.05)
+    dist.destroy_process_group()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=15)
+    args = ap.parse_args()
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    mp.spawn(worker, args=(2, port, args.repeats), nprocs=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+// The Work a neuron collective returns. It wraps the gloo Work running on the
+// host views of the device tensors and finishes the collective when gloo is
+// done: the steps gloo does not have (AVG's division, copying a staging
+// buffer back into a non-contiguous or narrow-dtype tensor, picking this
+// rank's chunk of a reduce-scatter). Its future's value is the device tensors,
+// which it keeps alive until then.
+#pragma once
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace neuron_sim::distributed {
+
+using Finish = std::function<void()>;
+
+class NeuronWork : public c10d::Work {
+ public:
+  // `what` prefixes errors ("neuron collective all_reduce on rank 0").
+  // `keep_alive` holds device buffers gloo writes (staging tensors).
+  NeuronWork(c10::intrusive_ptr<c10d::Work> gloo_work, c10d::OpType type, std::string what,
+             std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep_alive, std::vector<Finish> finish);
+
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  std::vector<at::Tensor> result() override { return outputs_; }
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> gloo_work_;
+  std::string what_;
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+// An error from gloo (timeout, peer gone) as the error the user reads:
+// names the collective and rank and says what to check.
+std::exception_ptr explainFailure(const std::string& what, const std::string& gloo_message);
+
+}  // namespace neuron_sim::distributed

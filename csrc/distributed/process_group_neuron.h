@@ -1,0 +1,94 @@
+// ProcessGroupNeuron: the c10d backend behind dist.init_process_group("neuron").
+//
+// The real backend drives Trainium's collective engine; here every collective
+// runs on gloo, an existing engine, over host views of the device tensors:
+// arena memory is host memory, so gloo reads and writes the device bytes in
+// place (no copy). What gloo lacks is composed around it (AVG, PREMUL_SUM,
+// reduce-scatter, dtypes it does not know); what the real backend lacks
+// (point-to-point, monitored_barrier) raises an error that says so.
+// Before each collective the ranks compare what they are about to do
+// (collective_check.h), so mismatches are errors, never an abort or a hang.
+#pragma once
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "collective_check.h"
+#include "neuron_work.h"
+
+namespace neuron_sim::distributed {
+
+class ProcessGroupNeuron : public c10d::Backend {
+ public:
+  // `gloo` is a ProcessGroupGloo created by the Python factory on the same
+  // store, rank and size (gloo's headers are not shipped with torch, so it is
+  // built in Python and driven here through the c10d::Backend interface).
+  ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo, int rank, int size, std::chrono::milliseconds timeout);
+
+  const std::string getBackendName() const override { return "neuron"; }
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+  void setTimeout(std::chrono::milliseconds timeout) override;
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  // Not on Trainium: the real backend has no point-to-point operations.
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
+
+ private:
+  // Exchanges `sig` with every rank; raises the same error on all of them
+  // when they disagree (or when this rank's arguments were invalid).
+  void agree(const Signature& sig);
+  // Records the collective (op tracking, bytes, report) and wraps gloo's work.
+  c10::intrusive_ptr<c10d::Work> finish(const char* c10d_op, uint64_t bytes, const char* op,
+                                        c10::intrusive_ptr<c10d::Work> gloo_work, c10d::OpType type,
+                                        std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep_alive,
+                                        std::vector<Finish> steps);
+  std::string what(const char* op) const;
+  c10::intrusive_ptr<c10d::Work> reduceScatterComposed(const char* c10d_op, const char* op,
+                                                       std::vector<at::Tensor> outputs,
+                                                       std::vector<at::Tensor> inputs,
+                                                       const c10d::ReduceScatterOptions& opts);
+
+  c10::intrusive_ptr<c10d::Backend> gloo_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace neuron_sim::distributed

@@ -1,0 +1,537 @@
+"""Per-rank bodies of the distributed tests (run by dist_harness in spawned
+processes). Each rank computes every rank's inputs itself, so the expected
+result of every collective is computed on the CPU in the same process."""
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+DTYPES_REDUCE = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16, torch.int32,
+                 torch.int64, torch.uint8, torch.bool, torch.float8_e5m2, torch.complex64]
+DTYPES_MOVE = DTYPES_REDUCE
+
+R = dist.ReduceOp
+
+
+def device() -> torch.device:
+    return torch.device("neuron", torch.neuron.current_device())
+
+
+def make(dtype: torch.dtype, shape, rank: int, salt: int = 0) -> torch.Tensor:
+    """Rank `rank`'s input on the CPU: deterministic, small values (products and
+    sums stay exact in every dtype)."""
+    g = torch.Generator().manual_seed(1000 * salt + rank)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    if dtype == torch.uint8:
+        return torch.randint(0, 4, shape, generator=g).to(dtype)
+    if not dtype.is_floating_point and not dtype.is_complex:
+        return torch.randint(-3, 4, shape, generator=g).to(dtype)
+    if dtype.is_complex:
+        return torch.complex(torch.randn(shape, generator=g), torch.randn(shape, generator=g)).to(dtype)
+    # Floats: multiples of 1/4 in [-2, 2] are exact in every float dtype, float8_e5m2 included.
+    return (torch.randint(-8, 9, shape, generator=g).float() / 4).to(dtype)
+
+
+def ops_for(dtype: torch.dtype):
+    if dtype.is_complex:
+        return [R.SUM, R.AVG, "premul"]
+    if dtype == torch.bool:
+        return [R.SUM, R.MIN, R.MAX, R.BAND, R.BOR, R.BXOR, R.PRODUCT]
+    if dtype.is_floating_point:
+        return [R.SUM, R.PRODUCT, R.MIN, R.MAX, R.AVG, "premul"]
+    return [R.SUM, R.PRODUCT, R.MIN, R.MAX, R.BAND, R.BOR, R.BXOR, R.AVG]
+
+
+def reference(op, xs: list[torch.Tensor], world_size: int) -> torch.Tensor:
+    """The reduction of the ranks' inputs, computed on the CPU in a wide dtype."""
+    dtype = xs[0].dtype
+    if dtype == torch.bool:
+        s = torch.stack([x.to(torch.uint8) for x in xs])
+        table = {R.SUM: s.amax(0), R.MAX: s.amax(0), R.BOR: s.amax(0), R.MIN: s.amin(0), R.BAND: s.amin(0),
+                 R.PRODUCT: s.amin(0), R.BXOR: s.sum(0) % 2}
+        return table[op].bool()
+    wide = torch.complex128 if dtype.is_complex else torch.float64 if dtype.is_floating_point else torch.int64
+    s = torch.stack([x.to(wide) for x in xs])
+    if op == "premul":
+        return (s * 0.5).sum(0).to(dtype)
+    if op == R.SUM:
+        out = s.sum(0)
+    elif op == R.AVG:
+        out = s.sum(0) / world_size if (dtype.is_floating_point or dtype.is_complex) else \
+            torch.div(s.sum(0), world_size, rounding_mode="trunc")
+    elif op == R.PRODUCT:
+        out = s.prod(0)
+    elif op == R.MIN:
+        out = s.amin(0)
+    elif op == R.MAX:
+        out = s.amax(0)
+    else:
+        acc = s[0]
+        for x in s[1:]:
+            acc = {R.BAND: torch.bitwise_and, R.BOR: torch.bitwise_or, R.BXOR: torch.bitwise_xor}[op](acc, x)
+        out = acc
+    return out.to(dtype)  # integer results wrap modulo the dtype, as on the wire
+
+
+def close(got: torch.Tensor, want: torch.Tensor) -> bool:
+    got = got.cpu()
+    if got.dtype != want.dtype or got.shape != want.shape:
+        return False
+    if got.dtype in (torch.float8_e5m2, torch.float8_e4m3fn):
+        got, want = got.float(), want.float()
+        return torch.allclose(got, want, rtol=0.25, atol=0.25)
+    if got.dtype.is_floating_point or got.dtype.is_complex:
+        tol = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2}.get(got.dtype, 1e-5)
+        return torch.allclose(got, want, rtol=tol, atol=tol)
+    return torch.equal(got, want)
+
+
+def op_name(op) -> str:
+    return "PREMUL_SUM(0.5)" if op == "premul" else str(op).split(".")[-1]
+
+
+def reduce_op(op, dtype):
+    if op == "premul":
+        return dist._make_nccl_premul_sum(0.5)
+    return op
+
+
+def collectives(rank: int, ws: int) -> dict:
+    """Every collective x reduce op x dtype against a CPU reference. Returns
+    the failures (empty when all agree) and what op tracking recorded."""
+    import torch_neuron_sim
+
+    dev = device()
+    assert dev.index == rank, f"rank {rank} runs on {dev} (LOCAL_RANK should map to neuron:{rank})"
+    assert dist.get_backend() == "neuron", dist.get_backend()
+    torch_neuron_sim.clear_op_tracking()
+    bad: list[str] = []
+
+    def check(what: str, got, want):
+        if not close(got, want):
+            bad.append(f"{what}: got {got.cpu()} want {want}")
+
+    shape = (3, 4)
+    for salt, dtype in enumerate(DTYPES_REDUCE):
+        xs = [make(dtype, shape, r, salt) for r in range(ws)]
+        for op in ops_for(dtype):
+            t = xs[rank].to(dev)
+            dist.all_reduce(t, op=reduce_op(op, dtype))
+            check(f"all_reduce {op_name(op)} {dtype}", t, reference(op, xs, ws))
+        # reduce to the last rank; reduce_scatter; on the tensor and list forms
+        for op in [o for o in ops_for(dtype) if o in (R.SUM, R.MAX, R.AVG, "premul")]:
+            want = reference(op, xs, ws)
+            t = xs[rank].to(dev)
+            dist.reduce(t, dst=ws - 1, op=reduce_op(op, dtype))
+            if rank == ws - 1:
+                check(f"reduce {op_name(op)} {dtype}", t, want)
+            big = [make(dtype, (ws * 2, 3), r, salt + 50) for r in range(ws)]
+            out = torch.empty(2, 3, dtype=dtype, device=dev)
+            dist.reduce_scatter_tensor(out, big[rank].to(dev), op=reduce_op(op, dtype))
+            check(f"reduce_scatter_tensor {op_name(op)} {dtype}", out,
+                  reference(op, big, ws)[2 * rank:2 * rank + 2])
+            lst = [c.to(dev) for c in big[rank].chunk(ws)]
+            out2 = torch.empty(2, 3, dtype=dtype, device=dev)
+            dist.reduce_scatter(out2, lst, op=reduce_op(op, dtype))
+            check(f"reduce_scatter {op_name(op)} {dtype}", out2, reference(op, big, ws)[2 * rank:2 * rank + 2])
+
+    for salt, dtype in enumerate(DTYPES_MOVE):
+        xs = [make(dtype, (2, 3), r, salt + 100) for r in range(ws)]
+        mine = xs[rank].to(dev)
+        t = mine.clone()
+        dist.broadcast(t, src=ws - 1)
+        check(f"broadcast {dtype}", t, xs[ws - 1])
+        outs = [torch.empty(2, 3, dtype=dtype, device=dev) for _ in range(ws)]
+        dist.all_gather(outs, mine)
+        for r in range(ws):
+            check(f"all_gather {dtype} [{r}]", outs[r], xs[r])
+        flat = torch.empty(ws * 2, 3, dtype=dtype, device=dev)
+        dist.all_gather_into_tensor(flat, mine)
+        check(f"all_gather_into_tensor {dtype}", flat, torch.cat(xs))
+        send = make(dtype, (ws * 2, 3), rank, salt + 200)
+        recv = torch.empty_like(send, device=dev)
+        dist.all_to_all_single(recv, send.to(dev))
+        want = torch.cat([make(dtype, (ws * 2, 3), r, salt + 200)[2 * rank:2 * rank + 2] for r in range(ws)])
+        check(f"all_to_all_single {dtype}", recv, want)
+        outs = [torch.empty(2, 3, dtype=dtype, device=dev) for _ in range(ws)]
+        dist.all_to_all(outs, [c.to(dev) for c in send.chunk(ws)])
+        check(f"all_to_all {dtype}", torch.cat([o.cpu() for o in outs]), want)
+        gathered = [torch.empty(2, 3, dtype=dtype, device=dev) for _ in range(ws)] if rank == 0 else None
+        dist.gather(mine, gathered, dst=0)
+        if rank == 0:
+            check(f"gather {dtype}", torch.cat([g.cpu() for g in gathered]), torch.cat(xs))
+        out = torch.empty(2, 3, dtype=dtype, device=dev)
+        dist.scatter(out, [x.to(dev) for x in xs] if rank == ws - 1 else None, src=ws - 1)
+        check(f"scatter {dtype}", out, xs[rank])
+
+    # Non-contiguous inputs and outputs (transposed, strided, expanded)
+    xs = [make(torch.float32, (4, 6), r, 300) for r in range(ws)]
+    t = xs[rank].to(dev).t()
+    dist.all_reduce(t)
+    check("all_reduce transposed", t, reference(R.SUM, xs, ws).t())
+    base = xs[rank].to(dev)
+    t = base[:, ::2]
+    dist.all_reduce(t, op=R.MAX)
+    check("all_reduce strided view", t, reference(R.MAX, [x[:, ::2] for x in xs], ws))
+    check("all_reduce strided view leaves the rest", base[:, 1::2], xs[rank][:, 1::2])
+    t = xs[rank].to(dev).t()
+    dist.broadcast(t, src=0)
+    check("broadcast transposed", t, xs[0].t())
+    outs = [torch.empty(4, 4, device=dev).t() for _ in range(ws)]
+    dist.all_gather(outs, xs[rank].to(dev)[:, :4].t().contiguous().t())
+    for r in range(ws):
+        check(f"all_gather non-contiguous [{r}]", outs[r], xs[r][:, :4])
+    exp = torch.ones(1, 4, device=dev).expand(2, 4) * 0 + (rank + 1)  # materialised, then an expanded input:
+    src = torch.full((1, 4), float(rank + 1), device=dev).expand(2, 4)
+    flat = torch.empty(2 * ws, 4, device=dev)
+    dist.all_gather_into_tensor(flat, src)
+    check("all_gather_into_tensor expanded input", flat,
+          torch.cat([torch.full((2, 4), float(r + 1)) for r in range(ws)]))
+    del exp
+
+    # async_op=True: Work.wait() and get_future()
+    t = xs[rank].to(dev)
+    work = dist.all_reduce(t, async_op=True)
+    work.wait()
+    check("all_reduce async wait", t, reference(R.SUM, xs, ws))
+    t = xs[rank].to(dev)
+    fut = dist.all_reduce(t, op=R.AVG, async_op=True).get_future()
+    value = fut.wait()
+    check("all_reduce async future", value[0], reference(R.AVG, xs, ws))
+    check("all_reduce async future (in place)", t, reference(R.AVG, xs, ws))
+    assert value[0].device == dev, value[0].device
+    flat = torch.empty(2 * ws, 3, device=dev)
+    w = dist.all_gather_into_tensor(flat, torch.full((2, 3), float(rank), device=dev), async_op=True)
+    assert w.wait()
+    check("all_gather_into_tensor async", flat, torch.cat([torch.full((2, 3), float(r)) for r in range(ws)]))
+
+    # Coalesced forms (ProcessGroup methods: the entry points DDP, FSDP and the coalescing manager use)
+    pg = dist.group.WORLD
+    a = [make(torch.float32, (5,), r, 400) for r in range(ws)]
+    b = [make(torch.float32, (2, 2), r, 401) for r in range(ws)]
+    ta, tb = a[rank].to(dev), b[rank].to(dev)
+    dist.all_reduce_coalesced([ta, tb]) if hasattr(dist, "all_reduce_coalesced") else \
+        pg.allreduce_coalesced([ta, tb]).wait()
+    check("allreduce_coalesced [0]", ta, reference(R.SUM, a, ws))
+    check("allreduce_coalesced [1]", tb, reference(R.SUM, b, ws))
+    outs = [torch.empty(ws * 5, device=dev), torch.empty(ws * 2, 2, device=dev)]
+    pg.allgather_into_tensor_coalesced(outs, [a[rank].to(dev), b[rank].to(dev)]).wait()
+    check("allgather_into_tensor_coalesced [0]", outs[0], torch.cat(a))
+    check("allgather_into_tensor_coalesced [1]", outs[1], torch.cat(b))
+    big = [make(torch.float32, (ws * 2,), r, 402) for r in range(ws)]
+    big2 = [make(torch.float32, (ws * 3,), r, 403) for r in range(ws)]
+    outs = [torch.empty(2, device=dev), torch.empty(3, device=dev)]
+    opts = dist.ReduceScatterOptions()
+    opts.reduceOp = R.SUM
+    pg.reduce_scatter_tensor_coalesced(outs, [big[rank].to(dev), big2[rank].to(dev)], opts).wait()
+    check("reduce_scatter_tensor_coalesced [0]", outs[0], reference(R.SUM, big, ws)[2 * rank:2 * rank + 2])
+    check("reduce_scatter_tensor_coalesced [1]", outs[1], reference(R.SUM, big2, ws)[3 * rank:3 * rank + 3])
+    lists = [[torch.empty(5, device=dev) for _ in range(ws)], [torch.empty(2, 2, device=dev) for _ in range(ws)]]
+    pg.allgather_coalesced(lists, [a[rank].to(dev), b[rank].to(dev)]).wait()
+    for r in range(ws):
+        check(f"allgather_coalesced [0][{r}]", lists[0][r], a[r])
+        check(f"allgather_coalesced [1][{r}]", lists[1][r], b[r])
+
+    # Functional collectives (what DTensor, TP and torch.compile use)
+    import torch.distributed._functional_collectives as funcol
+
+    x = a[rank].to(dev)
+    check("funcol.all_reduce", funcol.all_reduce(x, "sum", pg), reference(R.SUM, a, ws))
+    check("funcol.all_reduce avg", funcol.all_reduce(x, "avg", pg), reference(R.AVG, a, ws))
+    check("funcol.all_gather_tensor", funcol.all_gather_tensor(x, 0, pg), torch.cat(a))
+    rs = funcol.reduce_scatter_tensor(big[rank].to(dev), "sum", 0, pg)
+    check("funcol.reduce_scatter_tensor", rs, reference(R.SUM, big, ws)[2 * rank:2 * rank + 2])
+    a2a = funcol.all_to_all_single(big[rank].to(dev), None, None, pg)
+    check("funcol.all_to_all_single", a2a, torch.cat([bb[2 * rank:2 * rank + 2] for bb in big]))
+
+    # Object collectives travel as neuron tensors in a neuron-only group
+    objs = [None] * ws
+    dist.all_gather_object(objs, {"rank": rank})
+    if objs != [{"rank": r} for r in range(ws)]:
+        bad.append(f"all_gather_object: {objs}")
+    lst = [f"from {rank}"]
+    dist.broadcast_object_list(lst, src=ws - 1)
+    if lst != [f"from {ws - 1}"]:
+        bad.append(f"broadcast_object_list: {lst}")
+    dist.barrier()
+
+    # Big enough to exercise gloo's chunked algorithms
+    xs = [make(torch.float32, (1 << 18,), r, 500) for r in range(ws)]
+    t = xs[rank].to(dev)
+    dist.all_reduce(t)
+    check("all_reduce 1 MiB", t, reference(R.SUM, xs, ws))
+
+    return {"bad": bad, "executed": torch_neuron_sim.get_executed_ops(),
+            "counts": torch_neuron_sim.distributed.collective_counts(),
+            "backend": dist.get_backend(), "name": pg._get_backend(dev).name()}
+
+
+# ---- the PyTorch stack: DDP, FSDP2, tensor parallel, DTensor, checkpointing ----------
+
+STEPS = 5
+IN, HIDDEN, OUT, BATCH = 8, 16, 4, 8
+
+
+def mlp() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(IN, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, OUT))
+
+
+def batches():
+    g = torch.Generator().manual_seed(1)
+    return [(torch.randn(BATCH, IN, generator=g), torch.randn(BATCH, OUT, generator=g)) for _ in range(STEPS)]
+
+
+def cpu_losses() -> list[float]:
+    """Single-process CPU training: the reference every parallel run must match."""
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    out = []
+    for x, y in batches():
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        out.append(loss.item())
+    return out
+
+
+def _global_mean(loss: torch.Tensor) -> float:
+    loss = loss.detach().clone()
+    dist.all_reduce(loss, op=R.AVG)
+    return loss.item()
+
+
+def train_ddp(rank: int, ws: int) -> list[float]:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dev = device()
+    # bucket_cap_mb tiny: several buckets per step
+    model = DDP(mlp().to(dev), bucket_cap_mb=0.0005)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    out = []
+    per = BATCH // ws
+    for i, (x, y) in enumerate(batches()):
+        xs, ys = x[rank * per:(rank + 1) * per].to(dev), y[rank * per:(rank + 1) * per].to(dev)
+        if i == 2:
+            # no_sync: accumulate the two halves of this rank's shard locally, then sync once
+            with model.no_sync():
+                l1 = torch.nn.functional.mse_loss(model(xs[: per // 2]), ys[: per // 2]) / 2
+                l1.backward()
+            l2 = torch.nn.functional.mse_loss(model(xs[per // 2:]), ys[per // 2:]) / 2
+            l2.backward()
+            loss = l1 + l2
+        else:
+            loss = torch.nn.functional.mse_loss(model(xs), ys)
+            loss.backward()
+        opt.step()
+        opt.zero_grad()
+        out.append(_global_mean(loss))
+    return out
+
+
+class WithUnused(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = mlp()
+        self.unused = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def train_ddp_unused(rank: int, ws: int) -> list[float]:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dev = device()
+    model = DDP(WithUnused().to(dev), find_unused_parameters=True)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    out = []
+    per = BATCH // ws
+    for x, y in batches():
+        xs, ys = x[rank * per:(rank + 1) * per].to(dev), y[rank * per:(rank + 1) * per].to(dev)
+        loss = torch.nn.functional.mse_loss(model(xs), ys)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        out.append(_global_mean(loss))
+    return out
+
+
+def train_fsdp2(rank: int, ws: int, bf16: bool) -> list[float]:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mesh = init_device_mesh("neuron", (ws,))
+    model = mlp().to(device())
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else MixedPrecisionPolicy()
+    for layer in (model[0], model[2]):
+        fully_shard(layer, mesh=mesh, mp_policy=mp)
+    fully_shard(model, mesh=mesh, mp_policy=mp)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    out = []
+    per = BATCH // ws
+    for x, y in batches():
+        xs, ys = x[rank * per:(rank + 1) * per].to(device()), y[rank * per:(rank + 1) * per].to(device())
+        loss = torch.nn.functional.mse_loss(model(xs).float(), ys)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        out.append(_global_mean(loss))
+    return out
+
+
+def train_tp(rank: int, ws: int) -> list[float]:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    mesh = init_device_mesh("neuron", (ws,))
+    model = parallelize_module(mlp().to(device()), mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    out = []
+    for x, y in batches():  # every rank sees the whole batch; the weights are split
+        loss = torch.nn.functional.mse_loss(model(x.to(device())), y.to(device()))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        out.append(loss.item())
+    return out
+
+
+def dtensor_round_trips(rank: int, ws: int) -> list[str]:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Partial, Replicate, Shard, distribute_tensor
+
+    mesh = init_device_mesh("neuron", (ws,))
+    assert mesh.device_type == "neuron"
+    bad = []
+    full = torch.arange(4 * ws * 6, dtype=torch.float32).reshape(4 * ws, 6)
+    d = distribute_tensor(full.to(device()), mesh, [Shard(0)])
+    if d.to_local().device != device() or d.to_local().shape != (4, 6):
+        bad.append(f"Shard(0) local {d.to_local().shape} on {d.to_local().device}")
+    for placements in ([Replicate()], [Shard(1)], [Shard(0)]):
+        d = d.redistribute(mesh, placements)
+        if not torch.equal(d.full_tensor().cpu(), full):
+            bad.append(f"redistribute to {placements}: full_tensor differs")
+    # Partial: each rank holds a term of the sum
+    from torch.distributed.tensor import DTensor
+
+    part = DTensor.from_local(torch.full((2, 3), float(rank + 1), device=device()), mesh, [Partial()])
+    rep = part.redistribute(mesh, [Replicate()])
+    if not torch.equal(rep.to_local().cpu(), torch.full((2, 3), float(sum(range(1, ws + 1))))):
+        bad.append(f"Partial -> Replicate: {rep.to_local()}")
+    sh = part.redistribute(mesh, [Shard(0)])
+    if sh.to_local().shape[0] != 2 // ws and ws <= 2:
+        bad.append(f"Partial -> Shard(0): local shape {sh.to_local().shape}")
+    # a DTensor op: matmul of a sharded and a replicated tensor
+    a = distribute_tensor(full.to(device()), mesh, [Shard(0)])
+    b = distribute_tensor(torch.ones(6, 2, device=device()), mesh, [Replicate()])
+    if not torch.allclose((a @ b).full_tensor().cpu(), full @ torch.ones(6, 2)):
+        bad.append("sharded matmul differs")
+    return bad
+
+
+def save_checkpoint(rank: int, ws: int, path: str) -> None:
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh("neuron", (ws,))
+    model = mlp().to(device())
+    fully_shard(model, mesh=mesh)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)  # a state different from mlp()'s initial one
+    dcp.save(get_model_state_dict(model), checkpoint_id=path)
+
+
+def stack(rank: int, ws: int, ckpt: str) -> dict:
+    """DDP, FSDP2 (fp32 and bf16), tensor parallel, DTensor and a checkpoint, in one job."""
+    return {
+        "ddp": train_ddp(rank, ws),
+        "ddp_unused": train_ddp_unused(rank, ws),
+        "fsdp2": train_fsdp2(rank, ws, bf16=False),
+        "fsdp2_bf16": train_fsdp2(rank, ws, bf16=True),
+        "tp": train_tp(rank, ws),
+        "dtensor": dtensor_round_trips(rank, ws),
+        "ckpt": save_checkpoint(rank, ws, ckpt),
+    }
+
+
+# ---- faults: clear errors on every rank, never a hang ---------------------------------
+
+def _error(fn) -> str:
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - the message is what the test checks
+        return f"{type(e).__name__}: {e}"
+    return "no error"
+
+
+def faults(rank: int, ws: int) -> dict:
+    """Errors that leave the group usable, in one job; each entry is the
+    message this rank saw."""
+    dev = device()
+    out = {}
+    out["shape"] = _error(lambda: dist.all_reduce(torch.ones(4 + rank, 3, device=dev)))
+    out["dtype"] = _error(lambda: dist.all_reduce(
+        torch.ones(4, device=dev, dtype=torch.float32 if rank == 0 else torch.bfloat16)))
+    out["which"] = _error(lambda: dist.broadcast(torch.ones(2, device=dev), 0) if rank == 0
+                          else dist.all_reduce(torch.ones(2, device=dev)))
+    # invalid arguments on one rank only: it says why, the others name it
+    out["local"] = _error(lambda: dist.all_gather(
+        [torch.empty(2, device=dev) for _ in range(ws + (1 if rank == 0 else 0))], torch.ones(2, device=dev)))
+    out["uneven"] = _error(lambda: dist.all_to_all_single(
+        torch.empty(3 * ws, device=dev), torch.ones(3 * ws, device=dev),
+        output_split_sizes=[1] + [3] * (ws - 2) + [5] if ws > 1 else None,
+        input_split_sizes=[1] + [3] * (ws - 2) + [5]))
+    out["band_float"] = _error(lambda: dist.all_reduce(torch.ones(2, device=dev), op=R.BAND))
+    out["cpu_tensor"] = _error(lambda: dist.all_reduce(torch.ones(2)))
+    out["send"] = _error(lambda: dist.send(torch.ones(2, device=dev), dst=(rank + 1) % ws))
+    out["recv"] = _error(lambda: dist.recv(torch.ones(2, device=dev), src=(rank + 1) % ws))
+    out["monitored_barrier"] = _error(lambda: dist.monitored_barrier())
+    # the group still works after all of that
+    t = torch.full((3,), float(rank + 1), device=dev)
+    dist.all_reduce(t)
+    out["after"] = t.cpu().tolist()
+    # CPU tensors share a group created with "cpu:gloo,neuron:neuron"
+    mixed = dist.new_group(backend="cpu:gloo,neuron:neuron")
+    c, n = torch.ones(2) * (rank + 1), torch.ones(2, device=dev) * (rank + 1)
+    dist.all_reduce(c, group=mixed)
+    dist.all_reduce(n, group=mixed)
+    out["mixed"] = (c.tolist(), n.cpu().tolist(), dist.get_backend(mixed))
+    return out
+
+
+def missing_rank(rank: int, ws: int) -> str:
+    """Rank 1 never arrives: rank 0 fails after the group's timeout (2 s)."""
+    if rank == 1:
+        time.sleep(8)  # alive but absent (an exit would close the connection instead)
+        return "absent"
+    start = time.monotonic()
+    msg = _error(lambda: dist.all_reduce(torch.ones(2, device=device())))
+    return f"{msg} [after {time.monotonic() - start:.1f}s]"
+
+
+def dying_rank(rank: int, ws: int) -> str:
+    """Rank 1 dies: rank 0's next collective fails instead of hanging."""
+    dist.all_reduce(torch.ones(2, device=device()))  # both alive and connected
+    if rank == 1:
+        os._exit(3)
+    time.sleep(0.5)
+    start = time.monotonic()
+    msg = _error(lambda: dist.all_reduce(torch.ones(2, device=device())))
+    return f"{msg} [after {time.monotonic() - start:.1f}s]"
+
+
+def default_backend(rank: int, ws: int) -> tuple:
+    """init_process_group() with no backend on a machine whose accelerator is neuron."""
+    dist.init_process_group(init_method=f"tcp://127.0.0.1:{os.environ['MASTER_PORT']}", rank=rank, world_size=ws)
+    t = torch.ones(2, device=device())
+    dist.all_reduce(t)
+    return dist.get_backend(), t.cpu().tolist()

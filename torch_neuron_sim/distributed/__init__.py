@@ -1,0 +1,95 @@
+"""Distributed training on `neuron`: the c10d backend "neuron".
+
+Importing torch_neuron_sim registers it, in every process (spawned workers and
+torchrun's included, since `import torch` autoloads the package):
+
+    dist.init_process_group("neuron")          # or no backend at all: neuron is the accelerator
+    dist.init_process_group("cpu:gloo,neuron:neuron")   # CPU tensors share the group through gloo
+
+The backend (csrc/distributed/process_group_neuron.cpp) runs every collective
+on gloo over host views of the device tensors: the bytes already live in host
+memory, so nothing is copied. See docs/distributed.md.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .. import _C
+
+BACKEND = "neuron"
+
+# The c10d operator of each collective the backend runs (op tracking names).
+COLLECTIVE_OPS = (
+    "c10d::allreduce_", "c10d::allreduce_coalesced_", "c10d::allgather_", "c10d::_allgather_base_",
+    "c10d::allgather_coalesced_", "c10d::allgather_into_tensor_coalesced_", "c10d::broadcast_", "c10d::reduce_",
+    "c10d::reduce_scatter_", "c10d::_reduce_scatter_base_", "c10d::reduce_scatter_tensor_coalesced_",
+    "c10d::alltoall_", "c10d::alltoall_base_", "c10d::gather_", "c10d::scatter_", "c10d::barrier",
+)
+
+
+def _local_rank() -> int | None:
+    """The local rank a launcher (torchrun, torch.distributed.launch) gave this process."""
+    value = os.environ.get("LOCAL_RANK")
+    if value is None or not value.strip().isdigit():
+        return None
+    return int(value)
+
+
+def _check_local_rank() -> None:
+    """torchrun with more processes per node than visible devices: a clear error."""
+    local = _local_rank()
+    if local is None:
+        return
+    count = _C._device_count()
+    if local >= count:
+        nproc = os.environ.get("LOCAL_WORLD_SIZE", "?")
+        raise ValueError(
+            f"Device index {local} is out of range. Valid range is 0 to {count - 1}: this process has "
+            f"LOCAL_RANK={local} but only {count} neuron device(s) are visible, and each local rank runs on "
+            f"neuron:LOCAL_RANK. Start at most {count} processes per node (torchrun --nproc_per_node={count}, "
+            f"got {nproc}) or make more devices visible (NEURON_RT_VISIBLE_CORES, NEURON_SIM_CHIPS).")
+
+
+def _create_backend(store, rank: int, size: int, timeout) -> Any:
+    """The factory c10d calls for every group whose device `neuron` maps to
+    the "neuron" backend. gloo is built here because torch ships no gloo
+    headers; the C++ backend drives it through the c10d::Backend interface."""
+    import torch.distributed as dist
+
+    _check_local_rank()
+    gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
+    return _C.ProcessGroupNeuron(gloo, rank, size, timeout)
+
+
+def _map_local_rank() -> None:
+    """Under a launcher, the process starts on neuron:LOCAL_RANK (out of range
+    is reported by init_process_group, not at import)."""
+    local = _local_rank()
+    if local is not None and "WORLD_SIZE" in os.environ and local < _C._device_count():
+        _C._set_device(local)
+
+
+def _install() -> None:
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return
+    _map_local_rank()
+    if "NEURON" in dist.Backend._plugins:
+        return
+    _C._bind_process_group_neuron()
+    dist.Backend.register_backend(BACKEND, _create_backend, devices=["neuron"])
+
+
+# ---- what ran: collective counts and bytes ----------------------------------------
+
+def collective_counts() -> dict[str, dict[str, int]]:
+    """Collectives run by this process since the last clear_op_tracking():
+    {"c10d::allreduce_": {"calls": n, "bytes": b}}. Bytes are the message size
+    as nccl-tests counts it (docs/distributed.md)."""
+    return {name: {"calls": calls, "bytes": nbytes} for name, calls, nbytes in _C._collective_counts()}
+
+
+def clear_collective_counts() -> None:
+    _C._clear_collective_counts()
