@@ -11,3 +11,30 @@ def test_a_rank_that_never_arrives_fails_the_others_after_the_timeout():
     assert "all_reduce" in msg
     seconds = float(re.search(r"after ([0-9.]+)s", msg).group(1))
     assert 1.5 <= seconds < 10, msg
+
+
+def test_mismatches_and_unsupported_operations_raise_clear_errors():
+    results = run_ranks("faults", 2, pg_timeout=10)
+    for rank, r in enumerate(results):
+        assert "rank 0 has float32[4, 3]; rank 1 has float32[5, 3]" in r["shape"], r["shape"]
+        assert "rank 0 has float32[4]; rank 1 has bfloat16[4]" in r["dtype"], r["dtype"]
+        assert "not running the same collective" in r["which"], r["which"]
+        assert "uneven split sizes are not supported" in r["uneven"], r["uneven"]
+        assert "BAND needs an integer or bool tensor" in r["band_float"], r["band_float"]
+        for op in ("send", "recv"):
+            assert r[op].startswith("NotImplementedError") and "not supported" in r[op], r[op]
+        # torch itself refuses monitored_barrier on any backend but gloo, before reaching ours
+        assert "monitored_barrier is only implemented for GLOO" in r["monitored_barrier"], r["monitored_barrier"]
+        assert "cpu:gloo,neuron:neuron" in r["cpu_tensor"], r["cpu_tensor"]
+        assert r["after"] == [3.0, 3.0, 3.0]
+        assert r["mixed"][:2] == ([3.0, 3.0], [3.0, 3.0]), r["mixed"]
+    assert "output list has 3 tensors; the group has 2 ranks" in results[0]["local"], results[0]["local"]
+    assert "rank 0 rejected its arguments" in results[1]["local"], results[1]["local"]
+
+
+def test_a_rank_that_dies_fails_the_others():
+    results = run_ranks("dying_rank", 2, pg_timeout=5, deadline=60, may_die=(1,))
+    msg = results[0]
+    assert results[1] is None
+    assert "neuron collective all_reduce on rank 0" in msg, msg
+    assert "peer rank closed its connection" in msg or "timeout" in msg, msg
