@@ -387,32 +387,32 @@ WorkPtr ProcessGroupNeuron::_allgather_base(at::Tensor& output, at::Tensor& inpu
                 {output}, s.keep, s.steps);
 }
 
+// c10d (and gloo) lay the outputs out per rank: outputs[rank][i] receives rank's inputs[i].
 WorkPtr ProcessGroupNeuron::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                 std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
   Signature sig{"all_gather_coalesced", -1, -1, inputs};
   sig.local_error = notOnDevice(inputs);
-  if (sig.local_error.empty() && outputs.size() != inputs.size())
-    sig.local_error = "all_gather_coalesced needs one output list per input";
-  for (size_t i = 0; sig.local_error.empty() && i < inputs.size(); ++i) {
-    if (static_cast<int>(outputs[i].size()) != getSize())
-      sig.local_error = "output list " + std::to_string(i) + " must hold one tensor per rank";
+  if (sig.local_error.empty() && static_cast<int>(outputs.size()) != getSize())
+    sig.local_error = "all_gather_coalesced needs one output list per rank";
+  for (size_t r = 0; sig.local_error.empty() && r < outputs.size(); ++r) {
+    if (outputs[r].size() != inputs.size())
+      sig.local_error = "output list " + std::to_string(r) + " must hold one tensor per input";
     else
-      sig.local_error = notOnDevice(outputs[i]);
-    for (size_t j = 0; sig.local_error.empty() && j < outputs[i].size(); ++j)
-      if (outputs[i][j].sizes() != inputs[i].sizes() || outputs[i][j].scalar_type() != inputs[i].scalar_type())
-        sig.local_error = "output " + describeTensor(outputs[i][j]) + " does not match input " + describeTensor(inputs[i]);
+      sig.local_error = notOnDevice(outputs[r]);
+    for (size_t i = 0; sig.local_error.empty() && i < inputs.size(); ++i)
+      if (outputs[r][i].sizes() != inputs[i].sizes() || outputs[r][i].scalar_type() != inputs[i].scalar_type())
+        sig.local_error = "output " + describeTensor(outputs[r][i]) + " does not match input " + describeTensor(inputs[i]);
   }
   agree(sig);
   Staging s;
   std::vector<at::Tensor> in, flat_outputs;
-  std::vector<std::vector<at::Tensor>> out(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    in.push_back(asBytes(readable(inputs[i], s)));
-    for (auto& t : outputs[i]) {
-      out[i].push_back(asBytes(writable(t, s, false)));
+  std::vector<std::vector<at::Tensor>> out(outputs.size());
+  for (auto& t : inputs) in.push_back(asBytes(readable(t, s)));
+  for (size_t r = 0; r < outputs.size(); ++r)
+    for (auto& t : outputs[r]) {
+      out[r].push_back(asBytes(writable(t, s, false)));
       flat_outputs.push_back(t);
     }
-  }
   WorkPtr w = gloo_->allgather_coalesced(out, in, opts);
   return finish("c10d::allgather_coalesced_", bytesOf(flat_outputs), "all_gather_coalesced", w,
                 OpType::ALLGATHER_COALESCED, flat_outputs, s.keep, s.steps);
@@ -432,10 +432,11 @@ WorkPtr ProcessGroupNeuron::allgather_into_tensor_coalesced(std::vector<at::Tens
   agree(sig);
   Staging s;
   std::vector<at::Tensor> in;
-  std::vector<std::vector<at::Tensor>> out;
+  std::vector<std::vector<at::Tensor>> out(getSize());  // per rank, as gloo lays them out
   for (size_t i = 0; i < inputs.size(); ++i) {
     in.push_back(asBytes(readable(inputs[i], s)));
-    out.push_back(asBytes(writable(outputs[i], s, false)).chunk(getSize()));
+    auto chunks = asBytes(writable(outputs[i], s, false)).chunk(getSize());
+    for (int r = 0; r < getSize(); ++r) out[r].push_back(chunks[r]);
   }
   WorkPtr w = gloo_->allgather_coalesced(out, in, opts);
   return finish("c10d::allgather_into_tensor_coalesced_", bytesOf(outputs), "all_gather_into_tensor_coalesced", w,

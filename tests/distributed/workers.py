@@ -230,11 +230,11 @@ def collectives(rank: int, ws: int) -> dict:
     pg.reduce_scatter_tensor_coalesced(outs, [big[rank].to(dev), big2[rank].to(dev)], opts).wait()
     check("reduce_scatter_tensor_coalesced [0]", outs[0], reference(R.SUM, big, ws)[2 * rank:2 * rank + 2])
     check("reduce_scatter_tensor_coalesced [1]", outs[1], reference(R.SUM, big2, ws)[3 * rank:3 * rank + 3])
-    lists = [[torch.empty(5, device=dev) for _ in range(ws)], [torch.empty(2, 2, device=dev) for _ in range(ws)]]
+    lists = [[torch.empty(5, device=dev), torch.empty(2, 2, device=dev)] for _ in range(ws)]  # [rank][input]
     pg.allgather_coalesced(lists, [a[rank].to(dev), b[rank].to(dev)]).wait()
     for r in range(ws):
-        check(f"allgather_coalesced [0][{r}]", lists[0][r], a[r])
-        check(f"allgather_coalesced [1][{r}]", lists[1][r], b[r])
+        check(f"allgather_coalesced [{r}][0]", lists[r][0], a[r])
+        check(f"allgather_coalesced [{r}][1]", lists[r][1], b[r])
 
     # Functional collectives (what DTensor, TP and torch.compile use)
     import torch.distributed._functional_collectives as funcol
