@@ -13,10 +13,23 @@ def test_backend_is_registered_for_neuron():
     assert dist.Backend.backend_capability["neuron"] == ["neuron"]
 
 
-def test_default_backend_is_neuron_when_neuron_is_the_accelerator():
+def test_default_backend_is_neuron_and_compiled_collectives_are_counted():
     results = run_ranks("default_backend", 2, backend=None)
-    # the collective ran on the neuron backend (dist.get_backend() still says "undefined" here: open)
+    # The collective ran on the neuron backend. dist.get_backend() answers "undefined" here, as
+    # torch does for every accelerator (CUDA's nccl included) when no backend is named: the
+    # answer comes from torch's own bookkeeping, which the real backend does not change.
     assert [r[1] for r in results] == [[2.0, 2.0]] * 2
+    assert [r[2] for r in results] == ["neuron"] * 2
+    assert [r[0] for r in results] == ["undefined"] * 2
+    # torch.compile(backend="neuron") of a functional all_reduce: right values, and the graph
+    # counted in Dynamo's graphs_with_collectives as the real backend counts it.
+    assert [r[3:6] for r in results] == [([6.0] * 3, 1, 1)] * 2
+    # The migration report lists the collective with its bytes and the line that issued it.
+    for r in results:
+        (entry,) = r[6]
+        assert (entry["op"], entry["count"], entry["bytes"]) == ("c10d::allreduce_", 1, 8)
+        assert [s["site"].rsplit("/", 1)[-1] for s in entry["sites"]][0].startswith("workers.py:")
+        assert "Collectives (c10d backend 'neuron'): 1 call(s)" in r[7]
 
 
 def test_every_collective_matches_cpu_reference():

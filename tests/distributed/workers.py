@@ -532,6 +532,17 @@ def dying_rank(rank: int, ws: int) -> str:
 def default_backend(rank: int, ws: int) -> tuple:
     """init_process_group() with no backend on a machine whose accelerator is neuron."""
     dist.init_process_group(init_method=f"tcp://127.0.0.1:{os.environ['MASTER_PORT']}", rank=rank, world_size=ws)
+    import torch_neuron_sim
     t = torch.ones(2, device=device())
-    dist.all_reduce(t)
-    return dist.get_backend(), t.cpu().tolist()
+    with torch_neuron_sim.report() as rep:  # the migration report's collectives section
+        dist.all_reduce(t)
+    pg = dist.distributed_c10d._get_default_group()
+    # A compiled graph with a functional collective: Dynamo's graphs_with_collectives counter.
+    import torch.distributed._functional_collectives as funcol
+    from torch._dynamo.utils import counters
+    f = torch.compile(lambda x: torch.relu(funcol.all_reduce(x * 2, "sum", dist.group.WORLD)),
+                      backend="neuron", options={"executor": "graph"})
+    y = f(torch.full((3,), float(rank + 1), device=device()))
+    return (dist.get_backend(), t.cpu().tolist(), pg._get_backend(torch.device("neuron")).name(),
+            y.cpu().tolist(), counters["neuron"]["graphs_with_collectives"], counters["neuron"]["compiled_graphs"],
+            rep.data["collectives"], rep.text())

@@ -58,6 +58,12 @@ def _create_backend(store, rank: int, size: int, timeout) -> Any:
     import torch.distributed as dist
 
     _check_local_rank()
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+    if attempt is not None:
+        # torchrun's c10d rendezvous keeps one store across restarts: without a
+        # per-attempt prefix a restarted rank can read the address a dead rank
+        # of the previous attempt published and fail with "Connection refused".
+        store = dist.PrefixStore(f"attempt_{attempt}/", store)
     gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
     return _C.ProcessGroupNeuron(gloo, rank, size, timeout)
 
