@@ -14,7 +14,12 @@ What Inductor needs to accept a device it does not know, all scoped to
      emits plain kernel calls for it (Inductor's own raises "device neuron nyi");
   3. the CPU device-op overrides (no streams, no device guard code);
   4. the scheduler's "is this a CPU node" test (fusion and loop order rules
-     of the C++ backend) answering yes for neuron nodes.
+     of the C++ backend) answering yes for neuron nodes;
+  5. "which code generator serves this device" (utils.get_current_backend)
+     answering the CPU's for neuron: for a device it does not know Inductor
+     answers "triton", and the C++ kernels then take Triton's code paths
+     (masked loads of a concatenation fail: 'str' object has no attribute
+     'dtype').
 Inductor drops the device index in the code it emits; the executor runs
 each graph under a device guard for its own device (executors.py)."""
 from __future__ import annotations
@@ -78,3 +83,19 @@ def register() -> None:
         return device is not None and device.type == DEVICE or is_cpu(self)
 
     scheduler.BaseSchedulerNode.is_cpu = is_cpu_or_neuron
+
+    from torch._inductor import config, utils
+    from torch._inductor.codegen import common
+    from torch._inductor.kernel import mm_common
+    from torch._inductor.virtualized import V
+    current_backend = utils.get_current_backend
+
+    def current_backend_with_neuron(device_type: str | None = None) -> str:
+        if (device_type or V.graph.get_current_device_or_throw().type) == DEVICE:
+            return config.cpu_backend
+        return current_backend(device_type)
+
+    # Every module that imported the function by name gets the wrapper.
+    for module in (utils, common, scheduler, mm_common):
+        if getattr(module, "get_current_backend", None) is current_backend:
+            module.get_current_backend = current_backend_with_neuron
