@@ -101,10 +101,29 @@ def test_report_timeline_writes_a_trace(tmp_path):
     r = subprocess.run([sys.executable, "-m", "torch_neuron_sim", "report", "--timeline", str(out), str(script)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    assert "Simulated device timeline (ESTIMATE" in r.stdout
+    assert "Simulated device timeline: ESTIMATE" in r.stdout and f"trace written to {out}" in r.stdout
     trace = json.loads(out.read_text())
     kernels = {e["name"] for e in trace["traceEvents"] if e.get("cat") == "kernel"}
     assert {"aten::mm", "aten::relu"} <= kernels
+
+
+def test_report_model_has_the_estimated_device_timeline():
+    """The migration report's model (text, JSON, page) carries the device
+    timeline: modelled time by bucket and per op, the events on their lanes."""
+    a = torch.randn(64, 64).to("neuron")
+    with torch_neuron_sim.report() as r:
+        b = (a @ a).relu()
+        torch.trace(b)  # a fallback round trip
+    t = r.data["device_timeline"]
+    assert t["profile"] == profiler.cost_model()["profile"] and t["estimate"] is True
+    ops = {o["name"]: o for o in t["ops"]}
+    assert ops["aten::mm"]["count"] == 1 and ops["aten::trace"]["fallback"] > 0
+    assert t["events_total"] == len(t["events"]) >= 3
+    assert {e["lane"] for e in t["events"]} == {"neuron:0 stream 0"}
+    # one stream: its busy time is the sum of its events
+    assert t["total_seconds"] == pytest.approx(sum(e["dur_ms"] for e in t["events"]) / 1e3, rel=1e-3)
+    assert "Simulated device timeline: ESTIMATE" in r.text()
+    json.dumps(r.data)  # plain data
 
 
 def test_neuron_profiler_compatibility(tmp_path):

@@ -144,3 +144,71 @@ def test_failing_op_leaves_profiler_usable():
             a @ torch.randn(5, 5, device="neuron")
         a @ a
     assert {e.key for e in p.key_averages()} >= {"aten::mm"}
+
+
+# ---- torch.compile: a compiled graph is one launch, its compilation one event ------------------
+
+@pytest.fixture
+def fresh_compile(tmp_path, monkeypatch):
+    import torch._dynamo
+    from torch_neuron_sim.compile import compiler
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "neff"))
+    torch._dynamo.reset()
+    compiler.clear_memory_cache()
+    yield
+    torch._dynamo.reset()
+
+
+def _mlp(d_in=64, hidden=128, d_out=16):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(d_in, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, d_out))
+
+
+def test_compiled_graph_launches_and_compilation_on_the_timeline(tmp_path, fresh_compile):
+    model = _mlp().to("neuron")
+    run = torch.compile(model, backend="neuron", options={"executor": "graph"})
+    x = torch.randn(32, 64, device="neuron")
+    with torch.no_grad():
+        with profile(activities=BOTH) as p:
+            y1 = run(x)  # compiles, then launches
+            y2 = run(x)  # launches from the cache
+        expected = model(x)
+    trace = export(p, tmp_path)
+    events = device_events(trace)
+    graphs = [e for e in events if e["args"]["kind"] == "graph"]
+    compiles = [e for e in events if e["args"]["kind"] == "compile"]
+    assert len(graphs) == 2 and len(compiles) == 1
+    assert compiles[0]["name"] == "compile " + graphs[0]["name"] and "inference" in graphs[0]["name"]
+    # (its drawn duration is clamped to the capture window; the model's is in its arguments)
+    assert compiles[0]["args"]["modelled us"] == pytest.approx(profiler.cost_model()["compile_s"] * 1e6)
+    # The graph's ops ran inside its launch: no device events of their own.
+    assert [e["name"] for e in events if e["args"]["kind"] == "kernel"] == []
+    # Its work is its kernels': two matmuls (with their bias adds) and the ReLU.
+    matmuls = 2 * 32 * 64 * 128 + 2 * 32 * 128 * 16
+    assert matmuls <= graphs[0]["args"]["flops"] <= matmuls + 3 * 32 * 128
+    # One launch overhead for the whole graph, less than the eager ops cost.
+    with torch.no_grad(), profiler.timeline() as eager:
+        model(x)
+    eager_s = sum(e["seconds"] for e in eager.events if e["kind"] == "kernel")
+    assert graphs[1]["dur"] < eager_s * 1e6
+    assert graphs[1]["args"]["modelled us"] >= profiler.cost_model()["launch_overhead_s"] * 1e6
+    # Linked to the CPU op that launched it, by correlation id and flow arrow.
+    cpu_ids = {e["args"]["External id"] for e in trace["traceEvents"]
+               if e.get("cat") in ("cpu_op", "user_annotation") and "External id" in e.get("args", {})}
+    assert all(g["args"].get("External id") in cpu_ids for g in graphs)
+    torch.testing.assert_close(y1, expected)
+    torch.testing.assert_close(y2, expected)
+    assert any(r.device_time_total > 0 for r in p.key_averages() if "Compiled" in r.key or "compiled" in r.key)
+
+
+def test_inductor_graph_is_one_launch(tmp_path, fresh_compile):
+    """Inductor's generated code calls the device's matmul itself: still one event, the graph's."""
+    f = torch.compile(lambda a, b: torch.relu(a @ b) + 1.0, backend="neuron")
+    a, b = torch.randn(64, 32, device="neuron"), torch.randn(32, 48, device="neuron")
+    f(a, b)  # compiles outside the profile
+    with profile(activities=BOTH) as p:
+        out = f(a, b)
+    events = device_events(export(p, tmp_path))
+    assert [e["args"]["kind"] for e in events] == ["graph"]
+    assert events[0]["args"]["flops"] >= 2 * 64 * 32 * 48
+    torch.testing.assert_close(out.cpu(), torch.relu(a.cpu() @ b.cpu()) + 1.0)

@@ -98,6 +98,14 @@ def test_page_of_a_known_script(tmp_path, chromium):
     assert [r[0] for r in table_rows(page, "fallbacks")] == ["aten::cumprod.out", "aten::median"]
     # Charts drew their data: the HBM line is on the canvas.
     assert colored_pixels(chart_png(page, "hbm"), BLUE) > 100
+    # The estimated device timeline: labelled an estimate, its kernels drawn on
+    # their lane, its per-op table names the matmul (also in the JSON).
+    assert "ESTIMATE" in page.locator("section#device-timeline").inner_text()
+    assert colored_pixels(chart_png(page, "device-timeline"), BLUE) > 20
+    ops = {r[0]: r for r in table_rows(page, "device-time")}
+    assert "aten::mm" in ops and "aten::median" in ops
+    assert data["device_timeline"]["ops"][0]["seconds"] > 0
+    assert {e["lane"] for e in data["device_timeline"]["events"]} == {"neuron:0 stream 0"}
     page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
     assert (tmp_path / "report.png").stat().st_size > 10_000
     assert p.errors == []
@@ -141,14 +149,14 @@ def test_no_fallback_page_says_so_and_context_manager_writes_it(tmp_path, chromi
 
 def test_sections_added_by_other_features_are_rendered(tmp_path, chromium):
     """Sections the page does not know by name (compiled graphs, collectives,
-    an estimated device timeline) become sortable tables and a timeline chart."""
+    a timeline of some engine) become sortable tables and a timeline chart."""
     x = torch.ones(8, device="neuron")
     with torch_neuron_sim.report() as r:
         torch.cumsum(x, 0)
     data = dict(r.data)
     data["compiled_graphs"] = [{"graph": f"g{i}", "nodes": 10 * i + 3, "recompile_reason": "shape"} for i in range(4)]
     data["collectives"] = {"total_bytes": 4096, "calls": [{"op": "all_reduce", "site": "t.py:3", "bytes": 4096}]}
-    data["device_timeline"] = [{"name": f"op{i}", "stream": f"neuron:0 stream {i % 2}", "start_us": 10.0 * i,
+    data["engine_timeline"] = [{"name": f"op{i}", "stream": f"neuron:0 stream {i % 2}", "start_us": 10.0 * i,
                                 "dur_us": 8.0} for i in range(40)]
     path = tmp_path / "extra.html"
     path.write_text(report_html.render(data))
@@ -158,8 +166,8 @@ def test_sections_added_by_other_features_are_rendered(tmp_path, chromium):
     page.locator("section#compiled_graphs .slick-header-column", has_text="nodes").click(click_count=2)
     assert table_rows(page, "compiled_graphs")[0][0] == "g3"
     assert table_rows(page, "collectives_calls") == [["all_reduce", "t.py:3", "4,096"]]
-    assert colored_pixels(chart_png(page, "device_timeline"), BLUE) > 200
-    assert len(table_rows(page, "device_timeline-table")) >= 10
+    assert colored_pixels(chart_png(page, "engine_timeline"), BLUE) > 200
+    assert len(table_rows(page, "engine_timeline-table")) >= 10
     assert p.errors == []
     p.close()
 
@@ -184,6 +192,8 @@ def test_huge_run_is_downsampled(tmp_path, chromium):
     assert data["fallback_ops"][0]["count"] == 300
     (timeline,) = data["memory_timeline"]
     assert timeline["events"] >= 200_000 and timeline["downsampled"]
+    device = data["device_timeline"]
+    assert device["events_total"] >= 100_300 and len(device["events"]) == report_html.TIMELINE_EVENTS
     assert len(timeline["seconds"]) <= 2000
     assert max(timeline["bytes"]) == data["memory"][0]["peak_bytes"]  # the peak survives downsampling
     assert html.stat().st_size < 3 * 2**20

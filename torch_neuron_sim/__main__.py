@@ -70,19 +70,11 @@ def main(argv: list[str] | None = None) -> int:
         from torch_neuron_sim.cuda_map import map_cuda_to_neuron
         mapping = map_cuda_to_neuron()
         mapping.__enter__()
-    r = Report(many_shapes=ns.many_shapes).start()
-    trace = None
-    if ns.timeline:
-        from torch_neuron_sim.profiler import TraceRecorder
-        trace = TraceRecorder().start()
+    r = Report(many_shapes=ns.many_shapes, trace=ns.timeline).start()
     try:
         status, error, tb = _run_script(ns.script, ns.args)
     finally:
-        if trace is not None:
-            trace.stop(ns.timeline)
         r.stop()
-        if trace is not None:
-            r.data["timeline"] = trace.summary()
         if mapping is not None:
             mapping.__exit__(None, None, None)
     r.data["error"] = error

@@ -97,29 +97,43 @@ class Estimate:
                 "ops": [{**r.__dict__, "bound": r.bound} for r in self.ops], "model": dict(self.model)}
 
 
-def summarize(events: list, profile: str, lnc: int, compile_seconds: float = 0.0, model: Optional[dict] = None
-              ) -> Estimate:
-    """An Estimate from device events (``Timeline.events``)."""
-    rows: dict = {}
-    breakdown = {b: 0.0 for b in BUCKETS}
-    busy: dict = {}
-    for e in events:
+class Totals:
+    """Device events summed as they come (per op, per bucket, per stream)."""
+
+    def __init__(self) -> None:
+        self.rows: dict = {}
+        self.breakdown = {b: 0.0 for b in BUCKETS}
+        self.busy: dict = {}
+
+    def add(self, e: dict) -> None:
         key = (e["name"], e["kind"])
-        r = rows.get(key)
+        r = self.rows.get(key)
         if r is None:
-            r = rows[key] = OpEstimate(e["name"], e["kind"])
+            r = self.rows[key] = OpEstimate(e["name"], e["kind"])
         r.count += 1
         r.seconds += e["seconds"]
         r.flops += e["flops"]
         r.bytes += e["bytes"]
         for b, s in _buckets(e).items():
             setattr(r, b, getattr(r, b) + s)
-            breakdown[b] += s
+            self.breakdown[b] += s
         stream = (e["device"], e["stream"])
-        busy[stream] = busy.get(stream, 0.0) + e["seconds"]
-    ops = sorted(rows.values(), key=lambda r: -r.seconds)
-    return Estimate(profile, lnc, max(busy.values(), default=0.0), breakdown, ops, compile_seconds, list(events),
-                    dict(model or {}))
+        self.busy[stream] = self.busy.get(stream, 0.0) + e["seconds"]
+
+    def estimate(self, profile: str, lnc: int, compile_seconds: float = 0.0, model: Optional[dict] = None,
+                 events: Optional[list] = None) -> "Estimate":
+        ops = sorted(self.rows.values(), key=lambda r: -r.seconds)
+        return Estimate(profile, lnc, max(self.busy.values(), default=0.0), dict(self.breakdown), ops,
+                        compile_seconds, list(events or []), dict(model or {}))
+
+
+def summarize(events: list, profile: str, lnc: int, compile_seconds: float = 0.0, model: Optional[dict] = None
+              ) -> Estimate:
+    """An Estimate from device events (``Timeline.events``)."""
+    t = Totals()
+    for e in events:
+        t.add(e)
+    return t.estimate(profile, lnc, compile_seconds, model, events)
 
 
 def estimate(fn: Callable, *args: Any, profile: str = "trn2", lnc: Optional[int] = None, warmup: int = 1,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
@@ -114,11 +114,19 @@ class Timeline:
         self._first = _C._prof_event_count()
         return self
 
-    def stop(self) -> "Timeline":
+    def stop(self, consume: Optional[Callable[[list], None]] = None, chunk: int = 65536) -> "Timeline":
+        """Stops recording. The events go to ``self.events``, or, with
+        ``consume``, to that function in chunks of ``chunk`` events (a long run's
+        events are then never all Python objects at once)."""
         if self._first is None:
             return self
         try:
-            self.events = list(_C._prof_events(self._first, _C._prof_event_count()))
+            last = _C._prof_event_count()
+            if consume is None:
+                self.events = list(_C._prof_events(self._first, last))
+            else:
+                for i in range(self._first, last, chunk):
+                    consume(list(_C._prof_events(i, min(i + chunk, last))))
         finally:
             self._first = None
             _C._prof_remove_recorder()
@@ -176,6 +184,70 @@ def record_graph_launch(name: str, flops: float, nbytes: float, dtype: Any = "bf
                                  str(dtype).replace("torch.", ""))
 
 
+# ---- torch.compile: graph launches and compilations ----------------------------
+
+def recording() -> bool:
+    """True while anything records device events (a profile, a timeline, an estimate)."""
+    return _C._prof_recording()
+
+
+def now_ns() -> int:
+    """The profiler's clock (ns since the Unix epoch)."""
+    return _C._prof_now_ns()
+
+
+def _tensors(v: Any) -> list:
+    if isinstance(v, torch.Tensor):
+        return [v]
+    if isinstance(v, (list, tuple)):
+        return [t for x in v for t in _tensors(x)]
+    return []
+
+
+def _desc(t: torch.Tensor) -> tuple[list[int], str]:
+    return [int(s) for s in t.shape], str(t.dtype).replace("torch.", "")
+
+
+def register_graph(name: str, gm: torch.fx.GraphModule) -> int:
+    """What one launch of a compiled graph does, for the cost model: one
+    entry per op node (its FLOPs from its shapes, by the eager formulas) and
+    the HBM bytes it moves when the graph runs as one NEFF: a matmul,
+    convolution or attention node reads and writes all its tensors (it is its
+    own kernel inside the NEFF); any other node only the tensors that cross
+    the graph's boundary (graph inputs it reads, graph outputs it writes) —
+    elementwise chains between them are fused. Returns a handle for
+    ``record_graph_run``. Shapes come from the nodes' ``meta["val"]``."""
+    boundary_in = {n for n in gm.graph.nodes if n.op in ("placeholder", "get_attr")}
+    outputs: set = set()
+    for n in gm.graph.nodes:
+        if n.op == "output":
+            torch.fx.node.map_arg(n.args, outputs.add)
+    nodes = []
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload):
+            continue
+        if n.target.is_view or "val" not in n.meta:
+            continue  # views move no bytes and do no arithmetic
+        ins, crossing = [], 0
+        for a in n.all_input_nodes:
+            for t in _tensors(a.meta.get("val")):
+                ins.append(_desc(t))
+                if a in boundary_in:
+                    crossing += t.numel() * min(t.element_size(), 4)
+        outs = [_desc(t) for t in _tensors(n.meta["val"])]
+        if n in outputs:
+            crossing += sum(t.numel() * min(t.element_size(), 4) for t in _tensors(n.meta["val"]))
+        ns, _, op = n.target._schema.name.partition("::")
+        nodes.append((f"{ns}::{op}", ins, outs, float(crossing)))
+    return _C._prof_register_graph(name, nodes)
+
+
+def record_graph_run(handle: int, device: Any, issue_ns: int) -> None:
+    """One launch of a registered compiled graph, issued at ``issue_ns``
+    (``now_ns()`` before it ran): one device event, one launch overhead."""
+    _C._prof_record_graph_run(handle, _device_index(device), int(issue_ns))
+
+
 def model_clock_ms(device: int = 0, stream: int = 0) -> float:
     """A stream's model clock: modelled device time so far, in ms (runs while
     any recorder is active or NEURON_SIM_TIMING=model)."""
@@ -193,30 +265,57 @@ def _install() -> None:
     _C._prof_set_model_clock(mode == "model")
 
 
-class TraceRecorder:
-    """torch.profiler (CPU and neuron rows) plus the device timeline, for a
-    whole run: ``python -m torch_neuron_sim report --timeline trace.json script.py``."""
+class RunTimeline:
+    """The device timeline of a whole run, for the migration report
+    (``report --timeline trace.json`` also writes the Chrome/Perfetto trace).
+    ``stop()`` returns plain data, marked as an estimate: the modelled time
+    by bucket and per op, and the ``keep`` longest device events (start and
+    duration in ms from the first event, on lanes "neuron:D stream S")."""
 
-    def __init__(self) -> None:
-        from torch.profiler import ProfilerActivity, profile
-        self._profile = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1])
+    def __init__(self, trace: Optional[str] = None, keep: int = 5000) -> None:
+        self.trace = trace
+        self.keep = keep
         self._timeline = Timeline()
+        self._profile: Any = None
 
-    def start(self) -> "TraceRecorder":
-        self._profile.__enter__()
+    def start(self) -> "RunTimeline":
+        if self.trace:
+            from torch.profiler import ProfilerActivity, profile
+            self._profile = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1])
+            self._profile.__enter__()
         self._timeline.start()
         return self
 
-    def stop(self, path: str) -> None:
-        self._timeline.stop()
-        self._profile.__exit__(None, None, None)
-        self._profile.export_chrome_trace(path)
-        self.path = path
+    def stop(self) -> dict:
+        import heapq
+        from .estimate import Totals
+        totals, longest, count, first = Totals(), [], [0], [None]
 
-    def summary(self) -> dict:
-        """The run's modelled device time by bucket and op (plain data), marked as an estimate."""
-        from .estimate import summarize
+        def consume(chunk: list) -> None:
+            for e in chunk:
+                totals.add(e)
+                count[0] += 1
+                if first[0] is None or e["start_ns"] < first[0]:
+                    first[0] = e["start_ns"]
+                item = (e["end_ns"] - e["start_ns"], count[0], e)
+                if len(longest) < self.keep:
+                    heapq.heappush(longest, item)
+                elif item[0] > longest[0][0]:
+                    heapq.heapreplace(longest, item)
+        try:
+            self._timeline.stop(consume)
+        finally:
+            if self._profile is not None:
+                self._profile.__exit__(None, None, None)
+        if self._profile is not None:
+            self._profile.export_chrome_trace(self.trace)
         m = cost_model()
-        d = summarize(self._timeline.events, m["profile"], m["lnc"], model=m).to_dict()
-        d["trace"] = self.path
+        d = totals.estimate(m["profile"], m["lnc"], model=m).to_dict()
+        kept = sorted((e for _, _, e in longest), key=lambda e: (e["start_ns"], e["device"], e["stream"]))
+        t0 = first[0] or 0
+        d["events"] = [{"name": e["name"], "kind": e["kind"], "lane": f"neuron:{e['device']} stream {e['stream']}",
+                        "start_ms": (e["start_ns"] - t0) / 1e6, "dur_ms": (e["end_ns"] - e["start_ns"]) / 1e6,
+                        "bound": e["bound"], "flops": e["flops"], "bytes": e["bytes"]} for e in kept]
+        d["events_total"] = count[0]
+        d["trace"] = self.trace
         return d

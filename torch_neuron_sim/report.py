@@ -10,7 +10,9 @@ It lists the ops that left the device (with counts and the user source lines
 that issued them), the native ops, the 64-bit computations narrowed to 32
 bits, unsupported features hit, peak HBM per device against capacity, and the
 eager compilations (distinct op signatures) with the ops that saw many shapes,
-the time spent per op (native, fallback, host copies) and HBM in use over time.
+the time spent per op (native, fallback, host copies), HBM in use over time,
+and the simulated device timeline: every device event costed by the cost
+model (an estimate, docs/profiling.md), with its total by bucket and per op.
 
 One model, `Report.data` (a dict of plain values), feeds all three outputs:
 text(), to_json() and the HTML page (report_html.py). Sections other issues
@@ -22,6 +24,9 @@ counters always run in C++). A fallback op, while a report is active, calls
 back into Python once to record the source line: the stack walk happens only
 there. HBM over time comes from the allocator's memory history (sizes only,
 no stacks), switched on for the report unless the program records it itself.
+The device timeline costs each op its shapes and one locked append; its events
+stay in C++ until the end, when they are summed in chunks and only the longest
+are kept for the page (RunTimeline).
 """
 from __future__ import annotations
 
@@ -182,7 +187,7 @@ class Report:
     manager); `data` holds the result afterwards. Counts are the activity
     inside the window; peak HBM is measured from start() (the peaks are reset)."""
 
-    def __init__(self, many_shapes: int = MANY_SHAPES, html: Optional[str] = None):
+    def __init__(self, many_shapes: int = MANY_SHAPES, html: Optional[str] = None, trace: Optional[str] = None):
         self.many_shapes = many_shapes
         self.data: dict[str, Any] = {}
         self.error: Optional[str] = None
@@ -193,6 +198,9 @@ class Report:
         self._collective_bytes: Counter = Counter()  # (c10d op, site) -> bytes
         self._start: dict[str, Any] = {}
         self._memory = _MemoryTimeline()
+        from .profiler import RunTimeline
+        from .report_html import TIMELINE_EVENTS
+        self._device = RunTimeline(trace, keep=TIMELINE_EVENTS)  # the events the page can draw
 
     # ---- collecting ------------------------------------------------------------
     def start(self) -> "Report":
@@ -204,6 +212,7 @@ class Report:
         self._start = _snapshot()
         self._started = (datetime.datetime.now().astimezone(), time.perf_counter())
         self._memory.start()
+        self._device.start()
         for i in range(torch.neuron.device_count()):
             if _C._is_initialized():
                 torch.neuron.reset_peak_memory_stats(i)
@@ -217,6 +226,7 @@ class Report:
         _C._set_report_active(False)
         with _lock:
             _active = None
+        self._device_timeline = self._device.stop()
         self.data = self._collect()
         if self.html:
             self.write_html(self.html)
@@ -300,6 +310,7 @@ class Report:
                             "simulated_ms_per_compile": _C._compile_latency_ms(),
                             "ops_with_many_shapes": many, "many_shapes_threshold": self.many_shapes},
             "torch_compile": _torch_compile(before, now),
+            "device_timeline": self._device_timeline,
             "error": self.error,
             "traceback": self.traceback,
         }
@@ -398,14 +409,15 @@ class Report:
                 out.append(f"  ... and {len(tc['graphs']) - 20} more (--json lists all)")
             for b in tc["graph_breaks"][:10]:
                 out.append(f"  graph break x{b['count']}: {b['reason']}")
-        t = d.get("timeline")
-        if t:
-            out.append(f"\nSimulated device timeline (ESTIMATE from the cost model, {t['profile']} at LNC={t['lnc']}): "
-                       f"trace written to {t['trace']}")
-            out.append(f"  busiest stream {t['total_seconds'] * 1e3:.3f} ms of modelled device time: "
+        t = d.get("device_timeline")
+        if t and t["events_total"]:
+            out.append(f"\nSimulated device timeline: ESTIMATE from the cost model ({t['profile']} at LNC={t['lnc']}, "
+                       "docs/profiling.md)" + (f"; trace written to {t['trace']}" if t.get("trace") else ""))
+            out.append(f"  {t['events_total']} device event(s); busiest stream {t['total_seconds'] * 1e3:.3f} ms: "
                        + ", ".join(f"{b} {v * 1e3:.3f} ms" for b, v in t["breakdown"].items() if v))
             for o in t["ops"][:8]:
-                out.append(f"  {o['name'][:50]:<50} {o['count']:>6} x {o['seconds'] * 1e6:>12.1f} us  {o['bound']}")
+                out.append(f"  {o['name'][:50]:<50} {o['count']:>6} x {o['seconds'] * 1e6 / o['count']:>10.1f} us"
+                           f"  {o['bound']}")
         if d.get("error"):
             out.append(f"\nThe program raised: {d['error']}")
         out.append("=" * 78)
@@ -443,11 +455,13 @@ def _native_table_version() -> str:
     return native_ops.version()
 
 
-def report(many_shapes: int = MANY_SHAPES, html: Optional[str] = None) -> Report:
+def report(many_shapes: int = MANY_SHAPES, html: Optional[str] = None, trace: Optional[str] = None) -> Report:
     """A report to use as a context manager: `with torch_neuron_sim.report() as r:`.
 
     :param many_shapes: flag ops compiled for at least this many distinct signatures.
     :param html: if given, the path the HTML page is written to when the block exits
         (also when it raises: the page then shows the traceback).
+    :param trace: if given, the run is also profiled (torch.profiler, CPU and neuron rows)
+        and its Chrome/Perfetto trace written to this path (docs/profiling.md).
     """
-    return Report(many_shapes, html)
+    return Report(many_shapes, html, trace)

@@ -31,9 +31,12 @@ TIME_OPS = 25  # ops in the time-by-op chart: the slowest ones
 # Sections rendered by name; anything else in the model is rendered generically.
 _KNOWN = {"native_op_table", "dtype_policy", "run", "profile", "fallback_ops", "native_ops", "downcasts_64bit",
           "host_casts_64bit", "host_copies", "unsupported_features", "memory", "memory_timeline", "compilation",
-          "error", "traceback", "script", "exit_status"}
+          "error", "traceback", "script", "exit_status", "device_timeline"}
 
 _COLORS = {"native": "#2b7bba", "fallback": "#e8743b", "copies": "#9b59b6"}
+# Device event kinds on the estimated timeline (torch_neuron_sim.profiler).
+_KIND_COLORS = {"kernel": "#2b7bba", "graph": "#1a7f37", "fallback": "#e8743b", "copy_h2d": "#9b59b6",
+                "copy_d2h": "#b07cc6", "copy_d2d": "#6c3483", "compile": "#8c959f", "collective": "#d4a72c"}
 
 
 def render(data: dict[str, Any]) -> str:
@@ -59,6 +62,7 @@ def render(data: dict[str, Any]) -> str:
     _downcast_section(data, add)
     _unsupported_section(data, add)
     _compilation_section(data, add)
+    _device_timeline_section(data, add)
     for key in sorted(k for k in data if k not in _KNOWN):
         _generic_section(key, data[key], add)
 
@@ -206,6 +210,51 @@ def _compilation_section(data, add) -> None:
              f"(a dynamic-shape risk under torch.compile): {len(many)}.</p>")
     rows = [{"op": m["op"], "signatures": m["signatures"]} for m in many]
     add("Eager compilations", intro, _table(rows, "many_shapes_table") if rows else None, "compilations")
+
+
+def _device_timeline_section(data, add) -> None:
+    t = data.get("device_timeline")
+    if not t:
+        return
+    if not t.get("events_total"):
+        add("Estimated device timeline", "<p id='no-device-events'>No device event was recorded: the program ran "
+            "nothing on a neuron device.</p>", anchor="device-timeline")
+        return
+    from bokeh.models import ColumnDataSource, HoverTool
+    from bokeh.plotting import figure
+
+    ev = t["events"]
+    lanes = sorted({e["lane"] for e in ev}, reverse=True)
+    src = ColumnDataSource(dict(
+        lane=[e["lane"] for e in ev], left=[e["start_ms"] for e in ev],
+        right=[e["start_ms"] + e["dur_ms"] for e in ev], name=[e["name"] for e in ev],
+        kind=[e["kind"] for e in ev], bound=[e["bound"] for e in ev], us=[e["dur_ms"] * 1e3 for e in ev],
+        color=[_KIND_COLORS.get(e["kind"], "#57606a") for e in ev]))
+    p = figure(y_range=lanes, height=max(180, 50 * len(lanes) + 100), sizing_mode="stretch_width",
+               x_axis_label="milliseconds from the first device event (cost model: an estimate)",
+               tools="xpan,xwheel_zoom,box_zoom,reset,save")
+    p.hbar(y="lane", left="left", right="right", height=0.8, source=src, color="color", line_color="color",
+           legend_field="kind")
+    p.add_tools(HoverTool(tooltips=[("event", "@name"), ("kind", "@kind"), ("bound", "@bound"),
+                                    ("modelled", "@us{0,0.0} us"), ("start", "@left{0.000} ms")]))
+    p.legend.location = "top_right"
+    p.legend.orientation = "horizontal"
+    b = t["breakdown"]
+    intro = (f"<p class='estimate'><b>ESTIMATE</b>, not a measurement: every device event costed by the cost model "
+             f"(docs/profiling.md) for {html.escape(str(t['profile']))} at LNC={t['lnc']}. "
+             f"{t['events_total']} device event(s); the busiest stream is busy {t['total_seconds'] * 1e3:.3f} ms: "
+             + html.escape(", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in b.items() if v)) + ".")
+    if len(ev) < t["events_total"]:
+        intro += f" The {len(ev)} longest events are drawn."
+    if t.get("trace"):
+        intro += f" The full trace (Perfetto, chrome://tracing): {html.escape(str(t['trace']))}."
+    add("Estimated device timeline", intro + "</p>", p, "device-timeline")
+    rows = [{"op": o["name"], "kind": o["kind"], "calls": o["count"], "total us": round(o["seconds"] * 1e6, 3),
+             **{f"{k} us": round(o[k] * 1e6, 3) for k in ("compute", "memory", "fallback", "transfer", "launch",
+                                                          "collective", "compile") if any(r[k] for r in t["ops"])},
+             "bound": o["bound"]} for o in t["ops"]]
+    add("Estimated device time by op", "<p class='estimate'>Modelled device time per op (ESTIMATE), split by what "
+        "bounds it.</p>" + _cut_note(len(rows)), _table(rows, "device_time_table"), "device-time")
 
 
 def _generic_section(key: str, value: Any, add) -> None:
@@ -371,6 +420,10 @@ def _summary(data) -> str:
     dc = data.get("downcasts_64bit", [])
     cards.append(("64-bit downcasts", f"{sum(c['float64'] + c['int64'] for c in dc)}",
                   f"in {len(dc)} op(s); {data.get('host_casts_64bit', 0)} casts on the host"))
+    t = data.get("device_timeline")
+    if t and t.get("events_total"):
+        cards.append(("Estimated device time", f"{t['total_seconds'] * 1e3:.3f} ms",
+                      f"busiest stream, {t['profile']} LNC={t['lnc']} (cost model)"))
     c = data.get("compilation", {})
     if c:
         cards.append(("Compilations", f"{c.get('distinct_signatures', 0)}", f"{c.get('cache_hits', 0)} cache hits"))

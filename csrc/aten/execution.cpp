@@ -140,7 +140,8 @@ void runNative(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
   const size_t first = stack->size() - nargs;
   const int device = opDevice(c10::ArrayRef<c10::IValue>(stack->data() + first, nargs));
   std::optional<profiler::OpRecord> record;  // the op's device event, while a profiler records
-  if (C10_UNLIKELY(profiler::recording()))
+  // (An op inside a compiled graph's launch is part of the graph's device event.)
+  if (C10_UNLIKELY(profiler::recording()) && !inGraphLaunch())
     record.emplace(e.name, c10::ArrayRef<c10::IValue>(stack->data() + first, nargs), device, false);
   const bool compiled = noteNativeCall(e, c10::ArrayRef<c10::IValue>(stack->data() + first, nargs));
   if (C10_UNLIKELY(compiled && record)) profiler::recordCompile(e.name, device);

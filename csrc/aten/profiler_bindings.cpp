@@ -6,6 +6,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <tuple>
+
 #include "../profiler/record.h"
 #include "../profiler/timeline_api.h"
 #include "../runtime/cost_model.h"
@@ -159,6 +161,24 @@ void registerProfilerBindings(py::module_& m) {
                                     int world) {
     return costDict(modelFrom(profile, lnc, py::dict()).collective(name, bytes, world));
   });
+  m.def("_prof_recording", &profiler::recording);
+  m.def("_prof_now_ns", &runtime::wallNowNs);
+  // A compiled graph: [(op name, [(sizes, dtype)] inputs, outputs, bytes crossing the graph's boundary)].
+  // Matmul-like kernels read and write all their tensors; fused ones only the boundary's.
+  m.def("_prof_register_graph",
+        [](const std::string& name,
+           const std::vector<std::tuple<std::string, std::vector<std::pair<std::vector<int64_t>, std::string>>,
+                                        std::vector<std::pair<std::vector<int64_t>, std::string>>, double>>& nodes) {
+          std::vector<runtime::Work> kernels;
+          for (const auto& [op, ins, outs, boundary_bytes] : nodes) {
+            const runtime::OpFormula f = runtime::formulaOf(op);
+            runtime::Work w = runtime::workOf(f, shapesOf(ins), shapesOf(outs));
+            if (!runtime::isLibraryKernel(f)) w.bytes = boundary_bytes;
+            kernels.push_back(w);
+          }
+          return profiler::registerGraph(name, std::move(kernels));
+        });
+  m.def("_prof_record_graph_run", &profiler::recordGraphRun);
   m.def("_prof_record_collective", &profiler::recordCollective);
   m.def("_prof_record_graph_compile", &profiler::recordGraphCompile);
   m.def("_prof_record_graph_launch", [](const std::string& name, int device, double flops, double bytes,

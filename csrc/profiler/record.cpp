@@ -3,6 +3,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <deque>
+#include <mutex>
+
 #include "../aten/compile_cache.h"
 #include "../aten/dtype_policy.h"
 #include "../aten/neuron.h"
@@ -106,10 +109,6 @@ void OpRecord::finish(c10::ArrayRef<c10::IValue> results) {
     e.flops = w.flops;
     e.bytes = w.bytes;
     setCost(e, model->kernel(w));
-    if (inGraphLaunch()) {  // one op of a compiled graph: the graph pays one launch (record_graph_launch)
-      e.seconds -= e.launch_seconds;
-      e.launch_seconds = 0;
-    }
     runtime::addEvent(e);
     return;
   }
@@ -134,6 +133,7 @@ void OpRecord::finish(c10::ArrayRef<c10::IValue> results) {
 }
 
 void recordCopy(const at::Tensor& src, const at::Tensor& dst, int64_t issue_ns) {
+  if (inGraphLaunch()) return;  // a copy inside a compiled graph is part of its launch
   const bool from_dev = src.device().type() == kNeuron, to_dev = dst.device().type() == kNeuron;
   if (!from_dev && !to_dev) return;
   const at::Tensor& dev = to_dev ? dst : src;
@@ -200,7 +200,41 @@ void recordGraphLaunch(const std::string& name, int device, double flops, double
   e.host_end_ns = e.issue_ns;
   e.flops = flops;
   e.bytes = bytes;
-  setCost(e, runtime::costModel()->graph({flops, bytes, math}));
+  setCost(e, runtime::costModel()->graph(runtime::Work{flops, bytes, math}));
+  runtime::addEvent(e);
+}
+
+namespace {
+struct GraphWork {
+  const std::string* name;
+  std::vector<runtime::Work> kernels;
+};
+std::mutex g_graphs_mu;
+std::deque<GraphWork> g_graphs;  // a compiled graph lives as long as the process may launch it
+}  // namespace
+
+uint64_t registerGraph(const std::string& name, std::vector<runtime::Work> kernels) {
+  std::lock_guard<std::mutex> g(g_graphs_mu);
+  g_graphs.push_back({runtime::internName(name), std::move(kernels)});
+  return g_graphs.size() - 1;
+}
+
+void recordGraphRun(uint64_t graph, int device, int64_t issue_ns) {
+  if (!recording()) return;
+  const GraphWork* work;
+  {
+    std::lock_guard<std::mutex> g(g_graphs_mu);
+    if (graph >= g_graphs.size()) throw std::out_of_range("no compiled graph registered as " + std::to_string(graph));
+    work = &g_graphs[graph];  // deque: elements never move
+  }
+  device = resolveDevice(device);
+  DeviceEvent e = baseEvent(EventKind::kGraph, work->name, device, issue_ns);
+  e.host_end_ns = runtime::wallNowNs();
+  for (const auto& k : work->kernels) {
+    e.flops += k.flops;
+    e.bytes += k.bytes;
+  }
+  setCost(e, runtime::costModel()->graph(work->kernels));
   runtime::addEvent(e);
 }
 

@@ -52,4 +52,10 @@ void recordCollective(const std::string& name, int device, double bytes, int wor
 void recordGraphCompile(const std::string& name, int device, double seconds /* < 0: the model's */);
 void recordGraphLaunch(const std::string& name, int device, double flops, double bytes, runtime::MathClass math);
 
+// A compiled graph (torch.compile) as the model sees it: the work of each of
+// its kernels, registered once when it is compiled. Each launch is then one
+// device event (its ops, running inside the launch, record none of their own).
+uint64_t registerGraph(const std::string& name, std::vector<runtime::Work> kernels);
+void recordGraphRun(uint64_t graph, int device, int64_t issue_ns);
+
 }  // namespace neuron_sim::profiler

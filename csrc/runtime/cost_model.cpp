@@ -153,6 +153,20 @@ Cost CostModel::graph(const Work& w) const {
   return c;
 }
 
+Cost CostModel::graph(const std::vector<Work>& kernels) const {
+  double compute_bound = 0, memory_bound = 0;
+  for (const Work& w : kernels) {
+    const double compute = w.flops / peakFlops(w.math), memory = w.bytes / hbmBytesPerSecond();
+    if (compute >= memory && w.flops > 0) compute_bound += compute;
+    else memory_bound += memory;
+  }
+  Cost c;
+  c.launch_seconds = k_.launch_overhead_s;
+  c.seconds = c.launch_seconds + compute_bound + memory_bound;
+  c.regime = compute_bound >= memory_bound && compute_bound > 0 ? Regime::kCompute : Regime::kMemory;
+  return c;
+}
+
 Cost CostModel::kernel(const Work& w) const { return graph(w); }
 
 Cost CostModel::transfer(double bytes) const {
@@ -167,19 +181,24 @@ Cost CostModel::deviceCopy(double bytes) const {
 Cost CostModel::compile() const { return {k_.compile_s, 0, Regime::kCompile}; }
 
 Cost CostModel::collective(std::string_view name, double bytes, int world_size) const {
-  // Ring algorithms over `world_size` ranks, `bytes` being one rank's buffer:
-  // an all-reduce sends 2*(n-1)/n of it in 2*(n-1) steps; all-gather,
-  // reduce-scatter and all-to-all (n-1)/n in n-1 steps; a broadcast or a
-  // reduce the whole buffer in n-1 pipelined steps; a barrier only latency.
+  // Ring algorithms over `world_size` ranks; `bytes` is the message size as
+  // nccl-tests counts it (the tensor for all-reduce, reduce and broadcast; the
+  // gathered output for all-gather and gather; the input for reduce-scatter,
+  // scatter and all-to-all). Each rank sends: an all-reduce 2*(n-1)/n of it in
+  // 2*(n-1) steps; all-gather, reduce-scatter, gather, scatter and all-to-all
+  // (n-1)/n in n-1 steps; a broadcast or a reduce the whole buffer in n-1
+  // pipelined steps; a barrier only latency.
+  const auto has = [&](std::string_view s) { return name.find(s) != std::string_view::npos; };
   const int n = std::max(world_size, 1);
   double steps = n - 1, traffic = (n - 1.0) / n;
-  if (name.find("all_reduce") != std::string_view::npos || name.find("allreduce") != std::string_view::npos) {
+  if (has("reduce_scatter")) {
+    // the default: (n-1)/n in n-1 steps
+  } else if (has("all_reduce") || has("allreduce")) {
     steps = 2.0 * (n - 1);
     traffic = 2.0 * (n - 1) / n;
-  } else if (name.find("broadcast") != std::string_view::npos || name == "reduce" ||
-             name.find("::reduce") != std::string_view::npos) {
+  } else if (has("broadcast") || name == "reduce" || has("::reduce_")) {
     traffic = n > 1 ? 1.0 : 0.0;
-  } else if (name.find("barrier") != std::string_view::npos) {
+  } else if (has("barrier")) {
     traffic = 0;
   }
   steps = std::max(steps, 1.0);

@@ -30,6 +30,11 @@ struct TensorShape {
 enum class OpFormula : uint8_t { kElementwise, kReduction, kMatmul, kBatchedMatmul, kAddmm, kConvolution,
                                  kConvolutionBackward, kAttention, kAttentionBackward, kDataMovement };
 OpFormula formulaOf(std::string_view op_name);  // "aten::mm", "aten::add" ... (overload name ignored)
+// Matmuls, convolutions and attention: their own kernels even inside a
+// compiled graph (they read and write HBM); other ops fuse there.
+inline bool isLibraryKernel(OpFormula f) {
+  return f != OpFormula::kElementwise && f != OpFormula::kReduction && f != OpFormula::kDataMovement;
+}
 
 struct Work {
   double flops = 0;
@@ -95,10 +100,14 @@ class CostModel {
 
   Cost kernel(const Work& w) const;                 // one eager native op
   Cost graph(const Work& w) const;                  // one compiled graph launch (one launch overhead)
+  // A compiled graph as the kernels of one NEFF: a roofline per kernel,
+  // summed, and one launch overhead for the whole graph.
+  Cost graph(const std::vector<Work>& kernels) const;
   Cost transfer(double bytes) const;                // host <-> device
   Cost deviceCopy(double bytes) const;              // device -> device: read and write in HBM
   Cost compile() const;
-  // A collective named like "all_reduce", "all_gather_into_tensor", "broadcast" (ring algorithms).
+  // A collective named like "all_reduce", "all_gather_into_tensor", "reduce_scatter", "broadcast"
+  // (ring algorithms); `bytes` is its message size as nccl-tests counts it (docs/profiling.md).
   Cost collective(std::string_view name, double bytes, int world_size) const;
 
  private:

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import torch
 
-from .. import compile_cache, metrics, native_ops
+from .. import compile_cache, metrics, native_ops, profiler
 from . import dynamo_metrics, executors, graph_check, graphs, neff_cache, retarget
 from .options import Options
 
@@ -105,6 +105,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str
         payload = (f"// {kind} graph on {device}\n// inputs: {signature(example_inputs)}\n{code}").encode()
         record.neff_bytes = len(payload)
         record.cache = _lookup_or_compile(key, payload)
+        if record.cache == "compiled":  # on the device timeline, at the model's compile latency
+            profiler.record_compilation(f"compile {name}", device=device)
         if opts.executor == "inductor":
             try:
                 fn = executors.inductor(gm, example_inputs, kind)
@@ -125,7 +127,10 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str
         record.compile_seconds = elapsed
         dynamo_metrics.record_compilation(m)
     graphs.add(record)
-    return executors.Launch(fn, device, executors.mutated_inputs(gm), record.note_launch, unit=not bad)
+    # A compiled unit's launches are device events costed from its kernels; a
+    # graph that failed to compile runs op by op (each op its own event).
+    work = None if bad else profiler.register_graph(name, gm)
+    return executors.Launch(fn, device, executors.mutated_inputs(gm), record.note_launch, unit=not bad, work=work)
 
 
 def _lookup_or_compile(key: str, payload: bytes) -> str:

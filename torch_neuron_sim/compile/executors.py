@@ -12,7 +12,8 @@ NEFF: CPU inputs are copied in (TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY=1
 makes them an error), 64-bit inputs are narrowed, the graph runs under a
 device guard for its own device (Inductor's code names no device index),
 inputs the graph mutates are written back, outputs go back to the inputs'
-device, and the launch is counted."""
+device, and the launch is counted. While the profiler records, a launch of
+a compiled unit is one device event costed from the graph's kernels."""
 from __future__ import annotations
 
 import os
@@ -20,7 +21,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from .. import _C
+from .. import _C, profiler
 from . import retarget
 
 _TRUE = ("1", "true", "yes", "on")
@@ -86,13 +87,14 @@ class Launch:
     _boxed_call = True
 
     def __init__(self, fn: Callable, device: torch.device, mutated: list[int], on_launch: Callable[[], None],
-                 unit: bool = True):
+                 unit: bool = True, work: Optional[int] = None):
         self._boxed_call = True  # an instance attribute: Dynamo's disable() wrapper copies __dict__
         self.fn = fn
         self.unit = unit  # a compiled unit: its ops note no eager compilations (not so a fallback graph)
         self.device = device
         self.mutated = mutated
         self.on_launch = on_launch
+        self.work = work  # the graph's kernels for the device timeline (profiler.register_graph)
 
     def __call__(self, args: list) -> Any:
         device = self.device
@@ -122,6 +124,7 @@ class Launch:
         for i, (_, y) in subst.items():
             call_args[i] = y
         args.clear()  # as Inductor does: the graph owns its inputs (frees activations early)
+        issued = profiler.now_ns() if self.work is not None and profiler.recording() else 0
         _C._set_in_graph_launch(self.unit)
         try:
             with torch.neuron.device(device.index):
@@ -133,6 +136,8 @@ class Launch:
                 x, y = subst[i]
                 x.copy_(y)
         self.on_launch()
+        if issued:  # one device event for the launch (its ops recorded none of their own)
+            profiler.record_graph_run(self.work, device, issued)
         if host and not on_device:  # a graph of host tensors: results go back to the host
             cpu = torch.device("cpu")
             outs = [o.to(cpu) if isinstance(o, torch.Tensor) and o.device == device else o for o in outs]
