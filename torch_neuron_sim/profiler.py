@@ -228,6 +228,8 @@ def register_graph(name: str, gm: torch.fx.GraphModule) -> int:
             continue
         if n.target.is_view or "val" not in n.meta:
             continue  # views move no bytes and do no arithmetic
+        if n.target.namespace in ("_c10d_functional", "c10d", "_dtensor"):
+            continue  # collectives are device events of their own (the process group records them)
         ins, crossing = [], 0
         for a in n.all_input_nodes:
             for t in _tensors(a.meta.get("val")):

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "../aten/neuron.h"
+#include "../profiler/record.h"
 #include "collective_stats.h"
 
 namespace neuron_sim::distributed {
@@ -258,6 +259,11 @@ WorkPtr ProcessGroupNeuron::finish(const char* c10d_op, uint64_t bytes, const ch
                                    OpType type, std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep_alive,
                                    std::vector<Finish> steps) {
   recordCollective(c10d_op, bytes);
+  // On the simulated device timeline (docs/profiling.md): one event on the
+  // tensors' device, costed as a ring of getSize() ranks over NeuronLink.
+  if (C10_UNLIKELY(profiler::recording()))
+    profiler::recordCollective(op, outputs.empty() ? -1 : outputs[0].device().index(), static_cast<double>(bytes),
+                               getSize());
   return c10::make_intrusive<NeuronWork>(std::move(gloo_work), type, what(op), std::move(outputs),
                                          std::move(keep_alive), std::move(steps));
 }
