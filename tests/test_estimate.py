@@ -144,3 +144,31 @@ def test_neuron_profiler_compatibility(tmp_path):
     with pytest.raises(NRTProfilerError, match="already active"):
         p.start()
     p.stop()
+
+
+def test_estimate_of_a_compiled_step(tmp_path, monkeypatch):
+    """A compiled step is estimated from its graphs: one launch overhead per
+    graph launch instead of one per op."""
+    import torch._dynamo
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "neff"))
+    torch._dynamo.reset()
+    try:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8)).to("neuron")
+        x = torch.randn(32, 64, device="neuron")
+        compiled = torch.compile(model, backend="neuron", options={"executor": "graph"})
+
+        def step(m):
+            with torch.no_grad():
+                return m(x)
+        eager = torch_neuron_sim.estimate(step, model, profile="trn2")
+        est = torch_neuron_sim.estimate(step, compiled, profile="trn2")  # the warm-up call compiles
+    finally:
+        torch._dynamo.reset()
+    (graph,) = [r for r in est.ops if r.kind == "graph"]
+    assert graph.count == 1 and not [r for r in est.ops if r.kind == "kernel"]
+    assert est.breakdown["launch"] == pytest.approx(profiler.cost_model()["launch_overhead_s"])
+    assert eager.breakdown["launch"] >= 3 * est.breakdown["launch"]  # addmm, relu, addmm: a launch each
+    assert est.total_seconds < eager.total_seconds
+    assert est.compile_seconds == pytest.approx(profiler.cost_model()["compile_s"])
+    assert "graph" in str(est) or graph.name in str(est)

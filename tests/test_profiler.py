@@ -119,6 +119,20 @@ def test_rows_per_device_and_stream(tmp_path):
     assert (events["aten::sub.Tensor"]["pid"], events["aten::sub.Tensor"]["tid"]) == (0, s.stream_id)
 
 
+def test_device_to_device_copy(tmp_path):
+    if torch.neuron.device_count() < 2:
+        pytest.skip("needs two devices")
+    a0 = torch.ones(4096, device="neuron:0")
+    with profile(activities=BOTH) as p:
+        a1 = a0.to("neuron:1")
+    (copy,) = [e for e in device_events(export(p, tmp_path)) if e["args"]["kind"] == "copy_d2d"]
+    assert copy["name"] == "neuron memcpy DtoD" and copy["cat"] == "gpu_memcpy"
+    assert copy["args"]["bytes"] == 4096 * 4 and copy["pid"] == 0
+    m = profiler.cost_model()
+    assert copy["args"]["modelled us"] == pytest.approx((m["launch_overhead_s"] + 2 * 4096 * 4 / m["hbm_bytes_per_s"]) * 1e6)
+    assert a1.device == torch.device("neuron:1")
+
+
 def test_device_waits_for_host_and_stream():
     with profiler.timeline() as t:
         a = torch.randn(256, 256, device="neuron")
