@@ -1,6 +1,7 @@
 """Shared test setup: hypothesis profiles and helpers to run code in a fresh
 interpreter (the device table is read once per process, so environment
 variables like NEURON_RT_VISIBLE_CORES need a new process)."""
+import logging
 import os
 import subprocess
 import sys
@@ -28,6 +29,16 @@ def run_python(code: str, env: dict | None = None, timeout: int = 120) -> subpro
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env, capture_output=True,
                           text=True, timeout=timeout)
+
+
+@pytest.fixture
+def quiet_fallbacks():
+    """Fallback announcements silenced (tests that run many fallback ops on purpose)."""
+    log = logging.getLogger("torch_neuron_sim")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    yield
+    log.setLevel(level)
 
 
 @pytest.fixture

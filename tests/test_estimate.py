@@ -1,7 +1,6 @@
 """estimate(), report --timeline, NEURON_SIM_TIMING=model and
 torch_neuronx.NeuronProfiler over the simulated timeline (docs/profiling.md)."""
 import json
-import logging
 import subprocess
 import sys
 
@@ -13,13 +12,7 @@ from torch_neuron_sim import profiler
 from torch_neuron_sim.compat import NeuronProfiler, NRTProfilerError
 
 
-@pytest.fixture(autouse=True)
-def quiet_fallbacks():
-    log = logging.getLogger("torch_neuron_sim")
-    level = log.level
-    log.setLevel(logging.ERROR)
-    yield
-    log.setLevel(level)
+pytestmark = pytest.mark.usefixtures("quiet_fallbacks")  # conftest.py
 
 
 def mlp_step():

@@ -2,7 +2,6 @@
 copy, fallback round trip, compilation and collective, on a row per device
 and stream, linked to the CPU op that issued it."""
 import json
-import logging
 
 import pytest
 import torch
@@ -14,13 +13,7 @@ from torch_neuron_sim import profiler
 BOTH = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 
 
-@pytest.fixture(autouse=True)
-def quiet_fallbacks():
-    log = logging.getLogger("torch_neuron_sim")
-    level = log.level
-    log.setLevel(logging.ERROR)
-    yield
-    log.setLevel(level)
+pytestmark = pytest.mark.usefixtures("quiet_fallbacks")  # conftest.py
 
 
 def device_events(trace):
