@@ -65,11 +65,9 @@ test: setup browser
 test-deep: setup
 	NEURON_SIM_HYPOTHESIS_PROFILE=deep $(PY) -m pytest -q
 
+# Writes docs/benchmarks.md and the README's table (figures come from this run only).
 bench: setup
-	$(PY) benchmarks/bench_ops.py
-	$(PY) benchmarks/bench_memory.py
-	$(PY) benchmarks/bench_report.py
-	$(PY) benchmarks/bench_compile.py
+	$(PY) benchmarks/run_all.py
 
 clean:
 	rm -rf build $(STAMPS) torch_neuron_sim/*.so *.egg-info docs/_build

@@ -17,17 +17,20 @@ if os.environ.get("TORCH_NEURON_SIM_NO_EXT") != "1":
     # Every layer under csrc/ (runtime, aten, and the rooms added later) is one extension.
     # The profiler's Kineto session is its own small extension: it alone needs
     # USE_KINETO and torch's bundled Kineto headers, and those flags reach no other file.
-    kineto_sources = ["csrc/profiler/kineto_session.cpp"]
+    kineto_sources = ["csrc/profiler/kineto_session.cpp", "csrc/bindings/kineto_module.cpp"]
     sources = sorted(set(glob.glob("csrc/**/*.cpp", recursive=True)) - set(kineto_sources))
-    flags = ["-O2", "-std=c++17", "-Wno-unused-parameter"]
+    # Includes are spelled from csrc/ ("runtime/arena.h", "aten/neuron.h"). The C++
+    # standard is the one torch's tooling passes (its headers need it): no -std here.
+    csrc = os.path.abspath("csrc")
+    flags = ["-O2", "-Wno-unused-parameter"]
     ext_modules = [
-        CppExtension("torch_neuron_sim._C", sources, extra_compile_args=flags),
+        CppExtension("torch_neuron_sim._C", sources, include_dirs=[csrc], extra_compile_args=flags),
         CppExtension(
             "torch_neuron_sim._kineto",
             kineto_sources,
             # fmt (used by Kineto's headers) is header-only here: libtorch does not export it.
             define_macros=[("USE_KINETO", "1"), ("FMT_HEADER_ONLY", "1")],
-            include_dirs=[os.path.join(os.path.dirname(torch.__file__), "include", "kineto")],
+            include_dirs=[csrc, os.path.join(os.path.dirname(torch.__file__), "include", "kineto")],
             extra_compile_args=flags,
         ),
     ]

@@ -7,19 +7,22 @@ temporaries are. Two variants:
   - allocate, write one byte per page, free: adds what fresh pages cost
     (glibc hands large blocks back to the OS on free, so the CPU pays page
     faults again; the arena keeps its pages)
-Prints neuron time / CPU time; aim (issue 3): <= 1.0x, no slower than CPU.
-Debug modes (NEURON_SIM_POISON/GUARD/PROTECT) make this much slower by design.
+Aim: <= 1.0x, no slower than CPU. Debug modes (NEURON_SIM_POISON/GUARD/PROTECT)
+make this much slower by design.
 
 Usage: python benchmarks/bench_memory.py [--repeats N] [--steps N]
 """
+from __future__ import annotations
+
 import argparse
 import random
-import statistics
-import time
 
 import torch
 
 import torch_neuron_sim  # noqa: F401  (registers the device)
+from timing import Row, ratio
+
+GROUP = "memory"
 
 
 def sizes(n, seed=0):
@@ -45,34 +48,24 @@ def churn(device, plan, touch):
         live[i % 16] = t  # frees whatever held this slot
 
 
-def measure(device, plan, touch, repeats):
-    churn(device, plan, touch)  # warm up
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        churn(device, plan, touch)
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+def run(repeats: int = 9, steps: int = 4000) -> list[Row]:
+    plan = sizes(steps)
+    rows = []
+    for touch, name in ((False, "allocate/free"), (True, "allocate/write/free")):
+        rows.append(ratio(GROUP, f"{name}, {steps} allocations of 1 B to 16 MiB",
+                          lambda: churn("neuron", plan, touch), lambda: churn("cpu", plan, touch),
+                          1, repeats, 1.0))
+    return rows
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--steps", type=int, default=4000)
     args = ap.parse_args()
     torch.set_num_threads(1)
-    plan = sizes(args.steps)
-    print(f"torch {torch.__version__}; {args.steps} allocations of 1 B to 16 MiB, 16 live; "
-          f"debug modes {torch.neuron.memory.debug_modes()}")
-    for touch, name in ((False, "allocate/free"), (True, "allocate/write/free")):
-        n, c = [], []
-        for _ in range(3):  # interleaved, so machine noise hits both
-            n.append(measure("neuron", plan, touch, args.repeats))
-            c.append(measure("cpu", plan, touch, args.repeats))
-        tn, tc = min(n), min(c)
-        r = tn / tc
-        print(f"{name:<22} neuron {tn / args.steps * 1e6:8.2f} us/alloc   cpu {tc / args.steps * 1e6:8.2f} us/alloc"
-              f"   ratio {r:5.2f}x   (aim <= 1.00x) {'ok' if r <= 1.0 else 'MISSED'}")
+    print(f"torch {torch.__version__}; debug modes {torch.neuron.memory.debug_modes()}")
+    run(args.repeats, args.steps)
 
 
 if __name__ == "__main__":

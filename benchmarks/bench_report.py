@@ -1,62 +1,62 @@
 """What collecting the migration report costs per op, as ratios measured in
-the same run (never absolute timings):
-
-    python benchmarks/bench_report.py
-
-  neuron / cpu            the op on neuron against the same op on CPU
-  report / neuron         the op on neuron inside `with torch_neuron_sim.report()`
-                          against the same op on neuron without a report
+the same run (never absolute timings): the op on neuron inside
+`with torch_neuron_sim.report()` against the same op on neuron without one.
 
 Native ops pay nothing for the report (their counters and the compile-cache
 signature run anyway); a fallback op pays one call into Python and a stack
 walk to record its source line, only while a report is active.
+
+Usage: python benchmarks/bench_report.py [--repeats N]
 """
-import contextlib
-import timeit
+from __future__ import annotations
+
+import argparse
 
 import torch
 
 import torch_neuron_sim
+from timing import Row, ratio
+
+GROUP = "report"
 
 
-def interleaved(fns, number, rounds=15):
-    """Best per-call time of each fn, measured in alternation so that load
-    changes on a shared machine hit all of them alike."""
-    best = [float("inf")] * len(fns)
-    for f in fns:
-        f(1)
-    for _ in range(rounds):
-        for i, f in enumerate(fns):
-            best[i] = min(best[i], f(number) / number)
-    return best
+def run(repeats: int = 15) -> list[Row]:
+    torch_neuron_sim.tracking.logger.setLevel("ERROR")
+    x64 = torch.randn(64, 64, dtype=torch.float64).to("neuron")
+    small, large = torch.randn(1024).to("neuron"), torch.randn(1 << 20).to("neuron")
+    cases = [
+        ("add, 1,024 floats (native)", lambda: torch.add(small, small), 2000, 1.05),
+        ("add, 1M floats (native)", lambda: torch.add(large, large), 50, 1.05),
+        ("mm 64x64 float64 (native, 64-bit rule)", lambda: torch.mm(x64, x64), 1000, 1.05),
+        ("cumprod, 1,024 floats (fallback)", lambda: torch.cumprod(small, 0), 2000, None),
+        ("cumprod, 1M floats (fallback)", lambda: torch.cumprod(large, 0), 50, None),
+    ]
+    rows = []
+    for name, fn, inner, aim in cases:
+        # "neuron" is the op inside an active report, "cpu" the same op on neuron without one.
+        rows.append(ratio(GROUP, f"{name}: report on / off", lambda fn=fn, inner=inner: _in_report(fn, inner),
+                          lambda fn=fn, inner=inner: _plain(fn, inner), 1, repeats, aim, calls_per_fn=inner))
+    return rows
 
 
-_nothing = contextlib.nullcontext
+def _plain(fn, inner):
+    for _ in range(inner):
+        fn()
+
+
+def _in_report(fn, inner):
+    with torch_neuron_sim.report():
+        for _ in range(inner):
+            fn()
 
 
 def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=15)
+    args = ap.parse_args()
     torch.set_num_threads(1)
-    torch_neuron_sim.tracking.logger.setLevel("ERROR")
-    cases = []
-    for n in (1024, 1 << 20):
-        a, b = torch.randn(n), torch.randn(n)
-        cases.append((f"add, {n:,} floats (native)", lambda x, y: torch.add(x, y), (a, b), 2000 if n < 10**5 else 50))
-        cases.append((f"cumprod, {n:,} floats (fallback)", lambda x, y: torch.cumprod(x, 0), (a, b),
-                      2000 if n < 10**5 else 50))
-    x64 = torch.randn(64, 64, dtype=torch.float64)
-    cases.append(("mm 64x64 float64 (native, 64-bit rule)", lambda x, y: torch.mm(x, y), (x64, x64), 2000))
-    print(f"{'op':<42}{'neuron/cpu':>12}{'report/neuron':>15}")
-    for name, fn, args, number in cases:
-        dev = [t.to("neuron") for t in args]
+    run(args.repeats)
 
-        def timed(inputs, report=False):
-            def run(n):
-                with torch_neuron_sim.report() if report else _nothing():
-                    return timeit.timeit(lambda: fn(*inputs), number=n)
-            return run
-
-        cpu, neuron, reported = interleaved([timed(args), timed(dev), timed(dev, report=True)], number)
-        print(f"{name:<42}{neuron / cpu:>11.2f}x{reported / neuron:>14.2f}x")
 
 if __name__ == "__main__":
     main()

@@ -36,3 +36,13 @@ def test_readme_example_runs_as_written():
     assert "'aten::addmm'" in executed and fallback == "[]"
     assert "NeuronDeviceProperties(name='trn2'" in memory
     assert "Warning" not in r.stderr
+
+
+def test_readme_benchmarks_are_the_written_ones():
+    """The README's figures are docs/benchmarks.md's, as benchmarks/run_all.py wrote them."""
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("<!-- benchmarks: start (benchmarks/run_all.py writes this) -->\n", 1)[1]
+    table = table.split("<!-- benchmarks: end -->", 1)[0]
+    doc = (ROOT / "docs" / "benchmarks.md").read_text()
+    assert table.strip() and table in doc, "run `make bench` (benchmarks/run_all.py) to rewrite both"
+    assert "torch " + __import__("torch").__version__.split("+")[0] in table

@@ -1,4 +1,4 @@
-"""The memory API of the real backend (facts §1b, §6) on torch.neuron and
+"""The memory API of the real backend (its `neuron.py` and `memory.py`) on torch.neuron and
 through torch.accelerator, plus mem_get_info and the per-process fraction."""
 import pytest
 import torch

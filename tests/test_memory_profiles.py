@@ -1,5 +1,5 @@
 """Trainium profiles set how many devices a process sees and how much HBM
-each has (facts §11). The live device table is read once per process: the
+each has (docs/memory.md, "Profiles"). The live device table is read once per process: the
 figures are checked in-process on the table the environment would give a new
 process, and end to end (torch.neuron in a fresh interpreter) for two cases."""
 import pytest

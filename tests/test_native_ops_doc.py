@@ -38,10 +38,36 @@ def test_every_entry_is_a_real_overload():
     assert len(names) == len(set(names))
 
 
-def test_default_table_is_loaded():
-    assert native_ops.version() == "torchneuron-2.14-beta"
-    assert "aten::_grouped_mm" in native_ops.current() and "aten::argsort.stable" in native_ops.current()
-    assert len(torch_neuron_sim._C._untracked_op_names()) == 37
+def test_default_table_is_loaded_at_import():
+    from conftest import run_python
+
+    r = run_python("""
+        import torch_neuron_sim as tns
+        print(tns.native_ops.version(), len(tns.native_ops.current()),
+              "aten::_grouped_mm" in tns.native_ops.current(), "aten::argsort.stable" in tns.native_ops.current())
+    """, {"NEURON_SIM_NATIVE_OPS": ""})
+    assert r.returncode == 0, r.stderr
+    n = len(native_ops.read_table(native_ops._HERE / f"{native_ops.DEFAULT_TABLE}.txt"))
+    assert r.stdout.split() == ["torchneuron-2.14-beta", str(n), "True", "True"]
+    assert len(torch_neuron_sim.tracking.untracked_op_names()) == 37
+
+
+def test_table_from_the_environment_replaces_the_default(tmp_path):
+    from conftest import run_python
+
+    table = tmp_path / "my-release.txt"
+    table.write_text("# a release with two native ops\naten::add.Tensor\nmul.Tensor\n")
+    r = run_python("""
+        import torch, torch_neuron_sim as tns
+        print(tns.native_ops.version(), tns.native_ops.current())
+        x = torch.ones(3, device="neuron")
+        (x + x) * x
+        x - x
+        print(tns.get_executed_ops(), tns.get_fallback_ops())
+    """, {"NEURON_SIM_NATIVE_OPS": str(table)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["my-release ['aten::add.Tensor', 'aten::mul.Tensor']",
+                                     "['aten::add', 'aten::mul'] ['aten::sub.Tensor']"]
 
 
 def test_argsort_stable_runs_natively(tracked):

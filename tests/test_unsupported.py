@@ -57,6 +57,6 @@ def test_sparse_and_quantized_are_counted():
 
 def test_nki_is_not_emulated():
     # (NeuronProfiler is emulated over the simulated device timeline: tests/test_estimate.py.)
-    from torch_neuron_sim import compat
+    from torch_neuron_sim import torch_neuronx
     with pytest.raises(NotImplementedError, match="NKI kernels.*neuronx-cc"):
-        compat.nki_op(lambda x: x)
+        torch_neuronx.nki_op(lambda x: x)

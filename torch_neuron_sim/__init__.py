@@ -61,8 +61,8 @@ tracking._install()
 native_ops._load_default()
 
 # Trainium semantics and the migration report (docs/semantics.md, docs/migration-report.md)
-from . import compat, compile_cache, dtype_policy, metrics  # noqa: E402
-from .compat import install_torch_neuronx_alias  # noqa: E402
+from . import compile_cache, dtype_policy, metrics, torch_neuronx  # noqa: E402
+from .torch_neuronx import install_torch_neuronx_alias  # noqa: E402
 from .report import report  # noqa: E402
 
 # The simulated device timeline (docs/profiling.md)
@@ -72,7 +72,7 @@ from .estimate import estimate  # noqa: E402
 dtype_policy._install()
 compile_cache._install()
 metrics._install()
-compat._configure()
+torch_neuronx._configure()
 profiler._install()
 
 # Distributed: the c10d backend "neuron" (docs/distributed.md)

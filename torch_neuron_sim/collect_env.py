@@ -8,9 +8,9 @@ import os
 
 def emulator_info() -> dict[str, object]:
     import torch_neuron_sim as sim
-    from torch_neuron_sim import _C, native_ops
+    from torch_neuron_sim import compile_cache, device, dtype_policy, metrics, native_ops, tracking
 
-    m = _C._machine()
+    m = device.machine()
     return {
         "torch_neuron_sim version": sim.__version__,
         "machine profile": m["profile"],
@@ -20,10 +20,10 @@ def emulator_info() -> dict[str, object]:
         "logical cores on the machine": m["logical_cores_total"],
         "HBM per device": f"{m['hbm_per_device'] / 2**30:g} GiB",
         "native-op table": f"{native_ops.version()} ({len(native_ops.current())} overloads)",
-        "dtype policy": _C._dtype_policy(),
-        "fallback mode": _C._fallback_mode(),
-        "simulated compile ms": _C._compile_latency_ms(),
-        "metrics enabled": _C._metrics_enabled(),
+        "dtype policy": dtype_policy.get_dtype_policy(),
+        "fallback mode": tracking.fallback_mode(),
+        "simulated compile ms": compile_cache.compile_latency_ms(),
+        "metrics enabled": metrics.is_enabled(),
         "environment": {k: v for k, v in sorted(os.environ.items())
                         if k.startswith(("NEURON_", "TORCH_NEURONX_"))},
     }

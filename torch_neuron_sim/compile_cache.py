@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from . import _C
+from . import _C, tracking
 
 
 def set_compile_latency_ms(ms: float) -> None:
@@ -24,7 +24,7 @@ def compile_latency_ms() -> float:
 def op_signatures() -> dict[str, dict[str, int]]:
     """Per native op overload: distinct signatures compiled and cache hits."""
     return {s["name"]: {"compilations": s["compilations"], "cache_hits": s["cache_hits"]}
-            for s in _C._op_stats() if s["compilations"]}
+            for s in tracking.op_stats() if s["compilations"]}
 
 
 def stats() -> dict[str, float]:

@@ -109,9 +109,14 @@ class NeuronDeviceProperties:
         return f"<NeuronDeviceProperties(name='{self.name}', total_memory={self.total_memory})>"
 
 
+def machine() -> dict:
+    """The simulated machine: profile, lnc, chips, hbm_per_device, logical_cores_total, visible_cores."""
+    return _C._machine()
+
+
 def get_device_properties(device: _DeviceLike = None) -> NeuronDeviceProperties:
     i = _checked(device)
-    m = _C._machine()
+    m = machine()
     return NeuronDeviceProperties(m["profile"], m["hbm_per_device"])
 
 

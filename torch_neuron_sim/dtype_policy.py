@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from . import _C
+from . import _C, tracking
 
 POLICIES = ("trainium", "exact")
 
@@ -25,7 +25,7 @@ def downcast_counts() -> dict[str, dict[str, int]]:
     """Per native op overload, how many float64 / int64 tensors it computed in 32 bits
     (since the last clear_op_tracking())."""
     return {s["name"]: {"float64": s["downcasts_f64"], "int64": s["downcasts_i64"]}
-            for s in _C._op_stats() if s["downcasts_f64"] or s["downcasts_i64"]}
+            for s in tracking.op_stats() if s["downcasts_f64"] or s["downcasts_i64"]}
 
 
 def host_casts_64bit() -> int:

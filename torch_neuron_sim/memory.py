@@ -1,4 +1,4 @@
-"""The memory API of torch_neuronx (facts §1b, §6) over the simulated HBM
+"""The memory API of torch_neuronx (its `neuron.py` and `memory.py`) over the simulated HBM
 arenas, with torch.cuda's names. torch.accelerator's memory functions read
 the same numbers through the C++ DeviceAllocator."""
 from __future__ import annotations
@@ -142,6 +142,13 @@ def _record_memory_history(enabled: str | None = "all", context: str | None = "a
     global _history_mode
     _C._record_memory_history(enabled, context, min(max_entries, sys.maxsize), clear_history)
     _history_mode = enabled
+
+
+def _record_sizes(on: bool) -> None:
+    """Start (sizes only, no stacks) or stop and clear the allocator's trace for
+    a reader inside the package (the migration report's HBM timeline), leaving
+    what the program asked for (_history_mode) as it was."""
+    _C._record_memory_history("all" if on else None, None, sys.maxsize, not on)
 
 
 def _snapshot(device: _DeviceLike = None) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""torch_neuronx.metrics (facts §1c): named counters and metrics of the
+"""torch_neuronx.metrics (the real `torch_neuronx/metrics.py`): named counters and metrics of the
 backend, off by default (TORCH_NEURONX_METRICS_ENABLED=1/true/yes, or
 set_enabled(True)), printed by report() in the real backend's format.
 

@@ -1,6 +1,6 @@
 """torch.neuron: the device module PyTorch finds for the `neuron` device
 (torch._register_device_module), shaped like torch.cuda with torch_neuronx's
-function set (shared/torch_neuronx_facts.md §1b)."""
+function set (the real `torch_neuronx/neuron.py`)."""
 from . import memory
 from .device import (
     NeuronDeviceProperties, _is_in_bad_fork, _lazy_init, _sleep, current_device, device, device_count,
@@ -20,4 +20,4 @@ from .streams import (
     Event, Stream, StreamContext, current_stream, default_stream, query, record_event, set_stream, stream,
     wait_event, wait_stream,
 )
-from .compat import get_dynamo_metrics, reset_dynamo_metrics  # torch.compile graph metrics (compile/)
+from .torch_neuronx import get_dynamo_metrics, reset_dynamo_metrics  # torch.compile graph metrics (compile/)

@@ -43,7 +43,7 @@ from typing import Any, Optional
 
 import torch
 
-from . import _C
+from . import _C, compile_cache, device, dtype_policy, tracking
 
 MANY_SHAPES = 16  # an op compiled for at least this many signatures is a dynamic-shape risk
 # HBM over time keeps at most this many points per device (per time slice
@@ -87,9 +87,9 @@ def _record_collective(op_name: str, nbytes: int) -> None:
 def _snapshot() -> dict[str, Any]:
     from .compile import graphs
     return {
-        "ops": {s["name"]: s for s in _C._op_stats()},
-        "unsupported": dict(_C._unsupported_hits()),
-        "host_casts": _C._host_casts64(),
+        "ops": {s["name"]: s for s in tracking.op_stats()},
+        "unsupported": tracking.unsupported_features(),
+        "host_casts": dtype_policy.host_casts_64bit(),
         "graphs": len(graphs.records()),
         "graph_breaks": graphs.graph_breaks(),
         "host_copies": _host_copies(),
@@ -154,18 +154,18 @@ class _MemoryTimeline:
 
     def start(self) -> None:
         self._t0_us = time.time() * 1e6
-        self._base = {i: (torch.neuron.memory_allocated(i) if _C._is_initialized() else 0)
+        self._base = {i: (torch.neuron.memory_allocated(i) if device.is_initialized() else 0)
                       for i in range(torch.neuron.device_count())}
         mode = self._memory._history_mode
         if mode is None:
-            _C._record_memory_history("all", None, sys.maxsize, False)
+            self._memory._record_sizes(True)
             self._owned = True
         self.available = mode in (None, "all")
 
     def stop(self) -> list[dict[str, Any]]:
-        traces = _C._memory_snapshot()["device_traces"] if self.available else []
+        traces = self._memory._snapshot()["device_traces"] if self.available else []
         if self._owned and self._memory._history_mode is None:  # unless the program started its own meanwhile
-            _C._record_memory_history(None, None, sys.maxsize, True)
+            self._memory._record_sizes(False)
         out = []
         for i, trace in enumerate(traces):
             events = [e for e in trace if e["time_us"] >= self._t0_us and e["action"] in ("alloc", "free_completed")]
@@ -214,7 +214,7 @@ class Report:
         self._memory.start()
         self._device.start()
         for i in range(torch.neuron.device_count()):
-            if _C._is_initialized():
+            if device.is_initialized():
                 torch.neuron.reset_peak_memory_stats(i)
         _C._set_fallback_reporter(_record_fallback)
         _C._set_collective_reporter(_record_collective)
@@ -269,7 +269,7 @@ class Report:
         unsupported = [{"feature": f, "count": n - before["unsupported"].get(f, 0)}
                        for f, n in now["unsupported"].items() if n - before["unsupported"].get(f, 0)]
         memory = []
-        if _C._is_initialized():
+        if device.is_initialized():
             for i in range(torch.neuron.device_count()):
                 peak = torch.neuron.max_memory_allocated(i)
                 if peak:
@@ -291,7 +291,7 @@ class Report:
         started, t0 = self._started
         return {
             "native_op_table": _native_table_version(),
-            "dtype_policy": _C._dtype_policy(),
+            "dtype_policy": dtype_policy.get_dtype_policy(),
             "run": {"started": started.isoformat(timespec="seconds"), "wall_seconds": time.perf_counter() - t0,
                     "torch": torch.__version__, "torch_neuron_sim": _version()},
             "profile": _profile(),
@@ -307,7 +307,7 @@ class Report:
             "memory_timeline": self._memory.stop(),
             "compilation": {"distinct_signatures": signatures,
                             "cache_hits": sum(d["cache_hits"] for d in delta.values()),
-                            "simulated_ms_per_compile": _C._compile_latency_ms(),
+                            "simulated_ms_per_compile": compile_cache.compile_latency_ms(),
                             "ops_with_many_shapes": many, "many_shapes_threshold": self.many_shapes},
             "torch_compile": _torch_compile(before, now),
             "device_timeline": self._device_timeline,
@@ -446,7 +446,7 @@ def _version() -> str:
 
 
 def _profile() -> dict[str, Any]:
-    m = _C._machine()
+    m = device.machine()
     return {"name": m["profile"], "devices": torch.neuron.device_count(), "hbm_per_device_bytes": m["hbm_per_device"]}
 
 

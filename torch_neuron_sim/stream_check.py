@@ -21,7 +21,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from . import _C
-from .streams import _DEVICE_TYPE
+from .device import current_device
+from .streams import _DEVICE_TYPE, current_stream_id
 
 __all__ = ["StreamOrderError", "check_stream_order"]
 
@@ -64,7 +65,7 @@ class _StreamOrderMode(TorchDispatchMode):
         dev = kwargs.get("device")
         if dev is not None and torch.device(dev).type == "neuron":
             d = torch.device(dev)
-            found.add(d.index if d.index is not None else _C._current_device())
+            found.add(d.index if d.index is not None else current_device())
         return sorted(found)
 
     def _check(self, t: torch.Tensor, write: bool, now: _Access) -> None:
@@ -114,7 +115,7 @@ class _StreamOrderMode(TorchDispatchMode):
         returns = func._schema.returns
         if any(r.alias_info is not None and not r.alias_info.is_write for r in returns):
             return func(*args, **kwargs)  # a view: metadata only, no device access
-        streams = {d: (d, _C._current_stream_id(d)) for d in devices}
+        streams = {d: (d, current_stream_id(d)) for d in devices}
         if len(streams) > 1:
             _barrier(list(streams.values()))  # a cross-device copy orders both devices' current streams
         name = str(func.name())
@@ -132,7 +133,7 @@ class _StreamOrderMode(TorchDispatchMode):
             if t.untyped_storage().data_ptr() in written:
                 continue
             if t.device.index not in at:  # a device only the result names
-                s_out = (t.device.index, _C._current_stream_id(t.device.index))
+                s_out = (t.device.index, current_stream_id(t.device.index))
                 at[t.device.index] = _Access(s_out, _C._order_tick(*s_out), name)
             now = at[t.device.index]
             key = (t.device.index, t.untyped_storage().data_ptr())

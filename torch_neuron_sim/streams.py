@@ -7,7 +7,7 @@ sees a stream or an event, the work before it is done: queries return True,
 waits return at once, and an event's timestamp is taken when it is recorded,
 so elapsed_time measures the work launched between two records. The state
 (current stream per thread and device, stream ids, event records) lives in
-C++ (csrc/aten/guard.cpp), so torch.Stream, torch.Event and torch.accelerator
+C++ (csrc/aten/device/guard.cpp), so torch.Stream, torch.Event and torch.accelerator
 see the same streams as these classes. stream_check.py finds the missing waits
 that synchronous execution hides.
 """
@@ -98,10 +98,15 @@ class Event(metaclass=_EventType):
         return torch.Event(device="neuron", enable_timing=enable_timing, blocking=blocking)
 
 
+def current_stream_id(index: int) -> int:
+    """The id of the calling thread's current stream on device `index` (no Stream object made)."""
+    return _C._current_stream_id(index)
+
+
 def current_stream(device: _DeviceLike = None) -> Stream:
     """The calling thread's current stream on `device` (the current device by default)."""
     i = _checked(device)
-    return Stream(stream_id=_C._current_stream_id(i), device_index=i, device_type=_DEVICE_TYPE)
+    return Stream(stream_id=current_stream_id(i), device_index=i, device_type=_DEVICE_TYPE)
 
 
 def default_stream(device: _DeviceLike = None) -> Stream:

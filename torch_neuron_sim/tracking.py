@@ -36,9 +36,46 @@ def clear_op_tracking() -> None:
     _C._clear_collective_counts()
 
 
+def host_device_copies() -> int:
+    """Copies between host and device since the process started: none for a
+    native op; a fallback op copies its inputs to the host and its results back."""
+    return _C._host_device_copies()
+
+
 def set_fallback_mode(mode: str) -> None:
     """'warn' (default): fall back, log once per op. 'error': raise instead."""
     _C._set_fallback_mode(mode)
+
+
+def set_fallback_only_for_unimplemented(on: bool) -> None:
+    """TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS: a native op whose kernel
+    fails raises instead of being retried on the CPU."""
+    _C._set_fallback_only_for_unimplemented(bool(on))
+
+
+def fallback_mode() -> str:
+    return _C._fallback_mode()
+
+
+def op_stats() -> list[dict]:
+    """The op record of every op with any activity: name, native, executed,
+    fallbacks, downcasts_f64, downcasts_i64, compilations, cache_hits."""
+    return _C._op_stats()
+
+
+def untracked_op_names() -> list[str]:
+    """View and metadata ops whose fallbacks are never recorded (as on the real backend)."""
+    return _C._untracked_op_names()
+
+
+def note_unsupported(feature: str) -> None:
+    """Counts a use of an unsupported feature (the report lists them, even when the error was caught)."""
+    _C._note_unsupported(feature)
+
+
+def unsupported_features() -> dict[str, int]:
+    """Unsupported features met since the process started, with counts."""
+    return dict(_C._unsupported_hits())
 
 
 def _announce(op_name: str) -> None:

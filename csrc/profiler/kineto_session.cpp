@@ -10,11 +10,11 @@
 // The header compiles to nothing unless USE_KINETO is defined: this file is
 // built as its own extension, torch_neuron_sim._kineto, with that define and
 // torch's bundled Kineto headers (setup.py), so they reach no other file. It
-// reads the device timeline of torch_neuron_sim._C through TimelineApi.
+// reads the device timeline of torch_neuron_sim._C through TimelineApi,
+// which bindings/kineto_module.cpp (the module's Python side) connects.
 #ifndef USE_KINETO
 #error "kineto_session.cpp must be built with USE_KINETO (setup.py); without it there would be no device rows"
 #endif
-#include <pybind11/pybind11.h>
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
 
 #include <GenericTraceActivity.h>
@@ -31,7 +31,8 @@
 #include <set>
 #include <string>
 
-#include "timeline_api.h"
+#include "profiler/kineto_session.h"
+#include "profiler/timeline_api.h"
 
 namespace neuron_sim::profiler {
 namespace {
@@ -219,20 +220,10 @@ class NeuronActivityProfiler final : public libkineto::IActivityProfiler {
 };
 
 }  // namespace
+
+void connectTimeline(const TimelineApi* api) { g_api.store(api); }
+
 }  // namespace neuron_sim::profiler
 
 using NeuronActivityProfiler = neuron_sim::profiler::NeuronActivityProfiler;
 REGISTER_PRIVATEUSE1_PROFILER(NeuronActivityProfiler);
-
-PYBIND11_MODULE(_kineto, m) {
-  m.doc() = "The neuron device's Kineto activity profiler (device rows in torch.profiler)";
-  m.def("_connect", [](pybind11::capsule api) {
-    using neuron_sim::profiler::TimelineApi;
-    auto* table = static_cast<const TimelineApi*>(api.get_pointer());
-    if (api.name() == nullptr || std::string(api.name()) != neuron_sim::profiler::kTimelineApiCapsule ||
-        table->version != neuron_sim::profiler::kTimelineApiVersion)
-      throw std::runtime_error("torch_neuron_sim._kineto and _C are from different builds; rebuild (make ext)");
-    neuron_sim::profiler::g_api.store(table);
-  });
-  m.def("_registered", []() { return torch::profiler::impl::PrivateUse1ProfilerRegistry::instance().hasFactory(); });
-}

@@ -1,4 +1,4 @@
-#include "record.h"
+#include "profiler/record.h"
 
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -6,9 +6,10 @@
 #include <deque>
 #include <mutex>
 
-#include "../aten/compile_cache.h"
-#include "../aten/dtype_policy.h"
-#include "../aten/neuron.h"
+#include "aten/device/guard.h"
+#include "aten/execution/compile_cache.h"
+#include "aten/execution/dtype_policy.h"
+#include "aten/neuron.h"
 
 namespace neuron_sim::profiler {
 namespace {

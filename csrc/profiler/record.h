@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "../runtime/device_timeline.h"
-#include "correlation.h"
+#include "profiler/correlation.h"
+#include "runtime/device_timeline.h"
 
 namespace neuron_sim::profiler {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "../runtime/device_timeline.h"
+#include "runtime/device_timeline.h"
 
 namespace neuron_sim::profiler {
 

@@ -1,4 +1,4 @@
-#include "arena.h"
+#include "runtime/arena.h"
 
 #include <sys/mman.h>
 
@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "debug_modes.h"
-#include "host_access.h"
+#include "runtime/debug_modes.h"
+#include "runtime/host_access.h"
 
 namespace neuron_sim::runtime {
 

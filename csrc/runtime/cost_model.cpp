@@ -1,4 +1,4 @@
-#include "cost_model.h"
+#include "runtime/cost_model.h"
 
 #include <algorithm>
 #include <stdexcept>

@@ -1,9 +1,9 @@
-#include "debug_modes.h"
+#include "runtime/debug_modes.h"
 
 #include <cstdlib>
 #include <cstring>
 
-#include "fault_injection.h"
+#include "runtime/fault_injection.h"
 
 namespace neuron_sim::runtime {
 namespace {

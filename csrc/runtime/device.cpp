@@ -1,4 +1,4 @@
-#include "device.h"
+#include "runtime/device.h"
 
 #include <pthread.h>
 

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string>
 
-#include "arena.h"
-#include "device_table.h"
+#include "runtime/arena.h"
+#include "runtime/device_table.h"
 
 namespace neuron_sim::runtime {
 

@@ -1,4 +1,4 @@
-#include "device_table.h"
+#include "runtime/device_table.h"
 
 #include <algorithm>
 #include <cstdlib>

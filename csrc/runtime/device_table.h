@@ -7,7 +7,8 @@
 
 namespace neuron_sim::runtime {
 
-// One Trainium generation (shared/torch_neuronx_facts.md §11).
+// One Trainium generation, with the figures of AWS's Neuron architecture
+// pages (the table in docs/memory.md, "Profiles").
 struct Profile {
   std::string name;             // "trn1", "trn2", "trn3"
   int physical_cores_per_chip;  // NeuronCores on one chip

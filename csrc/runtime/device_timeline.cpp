@@ -1,4 +1,4 @@
-#include "device_timeline.h"
+#include "runtime/device_timeline.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,7 +8,7 @@
 #include <mutex>
 #include <unordered_set>
 
-#include "device_table.h"
+#include "runtime/device_table.h"
 
 namespace neuron_sim::runtime {
 namespace {

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cost_model.h"
+#include "runtime/cost_model.h"
 
 namespace neuron_sim::runtime {
 

@@ -1,8 +1,8 @@
-#include "fault_injection.h"
+#include "runtime/fault_injection.h"
 
 #include <atomic>
 
-#include "debug_modes.h"
+#include "runtime/debug_modes.h"
 
 namespace neuron_sim::runtime {
 namespace {

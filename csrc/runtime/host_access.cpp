@@ -1,4 +1,4 @@
-#include "host_access.h"
+#include "runtime/host_access.h"
 
 #include <sys/mman.h>
 

@@ -13,7 +13,7 @@
 #pragma once
 #include <cstdint>
 
-#include "debug_modes.h"
+#include "runtime/debug_modes.h"
 
 namespace neuron_sim::runtime {
 

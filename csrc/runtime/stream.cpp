@@ -1,8 +1,8 @@
-#include "stream.h"
+#include "runtime/stream.h"
 
 #include <atomic>
 
-#include "device_table.h"
+#include "runtime/device_table.h"
 
 namespace neuron_sim::runtime {
 

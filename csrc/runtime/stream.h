@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "stream_order.h"
+#include "runtime/stream_order.h"
 
 namespace neuron_sim::runtime {
 

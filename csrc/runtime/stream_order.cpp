@@ -1,4 +1,4 @@
-#include "stream_order.h"
+#include "runtime/stream_order.h"
 
 #include <algorithm>
 #include <atomic>

@@ -19,8 +19,8 @@ F32 = torch.float32
 BF16 = torch.bfloat16
 F16 = torch.float16
 F32_BF16 = (F32, BF16)
-# float16 where the real backend runs it natively (facts §3: fp16 is one of
-# its compute types; autocast supports it).
+# float16 where the real backend runs it natively (fp16 is one of its compute
+# types; autocast supports it).
 F32_BF16_F16 = (F32, BF16, F16)
 INTS = (torch.int32, torch.int64, torch.uint8)
 

@@ -84,7 +84,7 @@ def _spd(dtype, data):  # well-conditioned matrices: decompositions stay stable
     return a @ a.mT + 3 * torch.eye(3, dtype=dtype)
 
 
-# TorchNeuron keeps linear algebra decompositions on the CPU (facts §2d).
+# TorchNeuron keeps linear algebra decompositions on the CPU: none of them is in its native set.
 CASES += cases("inv_det", (F32,), lambda dtype, data: parity(
     lambda a: (torch.linalg.inv(a), torch.linalg.det(a), torch.linalg.slogdet(a)), _spd(dtype, data), grad=True,
     rtol=1e-4, atol=1e-5))  # matrix inversion amplifies fp32 rounding by the condition number (< 10 here)

@@ -150,8 +150,8 @@ def _embedding(dtype, data):
     parity(lambda i: F.one_hot(i, num), idx)
 
 
-# On neuron, 4-D fp32/fp16/bf16 attention is one fused kernel (facts §2c, §3:
-# the "overrideable" op); CPU runs its flash kernel. Both accumulate in fp32
+# On neuron, 4-D fp32/fp16/bf16 attention is one fused kernel (the
+# "overrideable" op, docs/semantics.md "Attention"); CPU runs its flash kernel. Both accumulate in fp32
 # but round to the input dtype at different points; measured against float64
 # each is within ~4 ulps at O(1) scale, so they may differ by 8 ulps at 1.0.
 SDPA_TOL = {F32: {}, F16: dict(rtol=4e-3, atol=4e-3), BF16: dict(rtol=1.6e-2, atol=3.2e-2)}
@@ -172,7 +172,7 @@ def _sdpa(dtype, data):
     # Grouped-query attention: fewer key/value heads than query heads.
     q2 = _t(data, dtype, (b, 2 * h, lq, e))
     parity(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), q2, k, v, grad=True, **tol)
-    # 3-D inputs take the decomposed path on the real backend (facts §3).
+    # 3-D inputs take the decomposed path on the real backend (docs/semantics.md).
     parity(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), q[0], k[0], v[0], grad=True, **tol)
 
 

@@ -55,8 +55,8 @@ INPLACE = {  # tensor methods: the in-place kernel writes through the caller's l
 
 # Backward ops TorchNeuron does not register but PyTorch gives a
 # CompositeImplicitAutograd decomposition: the dispatcher runs that
-# decomposition on the device (facts §2: only registered ops run as one
-# kernel), so in bf16 every intermediate is rounded to bf16 where the fused
+# decomposition on the device (only registered ops run as one kernel,
+# docs/semantics.md), so in bf16 every intermediate is rounded to bf16 where the fused
 # CPU kernel keeps fp32. Intermediates are O(1) and cancel, so a small
 # result carries the error of an O(1) bf16 rounding: two bf16 ulps at 1.0.
 DECOMPOSED_BF16_GRAD = {"mish": dict(rtol=1.6e-2, atol=1.6e-2)}

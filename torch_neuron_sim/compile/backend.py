@@ -28,8 +28,8 @@ def decompositions() -> dict:
     from torch._inductor.decomposition import select_decomp_table
 
     from .graph_check import op_name
-    from .. import _C
-    native = set(_C._native_ops())
+    from .. import native_ops
+    native = set(native_ops.current())
     out = {}
     for op, fn in select_decomp_table().items():
         if isinstance(op, torch._ops.OpOverload):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import _C
+from .. import native_ops, tracking
 
 COLLECTIVE_NAMESPACES = ("_c10d_functional", "_c10d_functional_autograd", "c10d", "c10d_functional")
 # Graph plumbing AOTAutograd and the partitioner emit (no device computation).
@@ -24,8 +24,8 @@ def op_name(op: torch._ops.OpOverload) -> tuple[str, str]:
 
 def non_native_ops(gm: torch.fx.GraphModule) -> list[str]:
     """Operator names in the graph the device cannot compile, sorted."""
-    native = set(_C._native_ops())
-    untracked = set(_C._untracked_op_names())
+    native = set(native_ops.current())
+    untracked = set(tracking.untracked_op_names())
     bad = set()
     for node in gm.graph.nodes:
         if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):

@@ -12,8 +12,9 @@ extend it or replace it to model a newer release:
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import torch
 
@@ -25,7 +26,8 @@ _HERE = Path(__file__).parent
 # Composite ops that must stay composite on neuron: copies route to our
 # _copy_from kernel, and a device-changing op would be given a CPU device.
 _NEVER_DIRECT = {"aten::_to_copy", "aten::copy_", "aten::to"}
-# Composite ops the real backend implements with its own kernel (facts §2c);
+# Composite ops the real backend implements with a C++ kernel of its own
+# (registered in its csrc/core/NeuronBindings.cpp);
 # not differentiable, so a direct kernel cannot bypass any autograd formula.
 _ALWAYS_DIRECT = {"aten::argsort.stable"}
 
@@ -101,6 +103,22 @@ def extend(names: Iterable[str]) -> None:
     """Add ops (e.g. "aten::cumprod" or "aten::cumprod.out") to the native set."""
     extra = [n if "::" in n else f"aten::{n}" for n in names]
     _apply(sorted(set(_C._native_ops()) | set(extra)), f"{_state['version']}+custom")
+
+
+@contextmanager
+def override(names: Iterable[str]) -> Iterator[None]:
+    """Within the block, exactly `names` are native (direct kernels registered
+    as load() does); the table in use before is restored on exit.
+
+        with native_ops.override([]):              # every op takes the fallback
+        with native_ops.override(current() + ["aten::cumprod"]):
+    """
+    saved, saved_version = current(), _state["version"]
+    _apply(sorted({n if "::" in n else f"aten::{n}" for n in names}), f"{saved_version}+override")
+    try:
+        yield
+    finally:
+        _apply(saved, saved_version)
 
 
 def current() -> list[str]:

@@ -48,10 +48,11 @@ def render(table: str = DEFAULT_TABLE, untracked: list[str] | None = None) -> st
         "",
         f"The ops the emulated backend runs natively (\"on the NeuronCore\"): {n_over} operator overloads "
         f"of {n_base} base ops, from `torch_neuron_sim/native_ops/{table}.txt`. Every other op takes the "
-        "tracked CPU fallback. The sources are TorchNeuron's registrations as recorded in "
-        "shared/torch_neuronx_facts.md §2 (torch-mlir ops, direct Python registrations, `@neuron_op` "
+        "tracked CPU fallback. The sources are TorchNeuron's registrations in a public pre-release "
+        "source copy (torch-mlir ops, direct Python registrations, `@neuron_op` "
         "classes, computing C++ kernels). Not included: the `xla_ops` extras, which the real package "
-        "most likely skips at import (facts §2b), and the copy/view/allocation kernels, which have "
+        "most likely skips at import (they import kernel classes it does not export), and the "
+        "copy/view/allocation kernels, which have "
         "their own kernels here too (copy.cpp, views.cpp, factories.cpp).",
         "",
         "Replace or extend the table to model another release: `torch_neuron_sim.native_ops.load(path)`, "
@@ -64,12 +65,12 @@ def render(table: str = DEFAULT_TABLE, untracked: list[str] | None = None) -> st
             lines.append(f"| `{base}` | {', '.join(overloads)} |")
         lines.append("")
     if untracked is None:
-        from .. import _C
-        untracked = _C._untracked_op_names()
+        from .. import tracking
+        untracked = tracking.untracked_op_names()
     lines += [
         "## Never tracked",
         "",
-        "View and metadata ops whose fallbacks the real backend never records (facts §2d), "
+        "View and metadata ops whose fallbacks the real backend's C++ fallback never records, "
         f"{len(untracked)} names, matched on the base name:",
         "",
         ", ".join(f"`{n}`" for n in sorted(untracked)),

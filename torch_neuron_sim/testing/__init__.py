@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from .op_checks import (
     FallbackError, OpTracker, assert_no_fallback, assert_op_did_not_run_on_neuron, assert_op_does_not_run,
-    assert_op_falls_back_on_cpu, assert_op_runs_on_neuron, check_op_runs_on_neuron, get_executed_op_list,
-    track_neuron_ops,
+    assert_op_falls_back_on_cpu, assert_op_runs_on_neuron, check_op_runs_on_neuron, count_cpu_bounce_calls,
+    get_executed_op_list, track_neuron_ops,
 )
 from .parity import assert_parity, dtype_rule_active, execution_path, mirror, tolerance
 
@@ -22,7 +22,7 @@ __all__ = [
     "assert_parity", "tolerance", "dtype_rule_active", "execution_path", "mirror",
     "track_neuron_ops", "OpTracker", "assert_op_runs_on_neuron", "assert_op_did_not_run_on_neuron",
     "assert_op_falls_back_on_cpu", "assert_op_does_not_run", "check_op_runs_on_neuron",
-    "get_executed_op_list", "assert_no_fallback", "FallbackError", "strategies",
+    "get_executed_op_list", "count_cpu_bounce_calls", "assert_no_fallback", "FallbackError", "strategies",
 ]
 
 

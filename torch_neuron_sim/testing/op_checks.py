@@ -1,5 +1,5 @@
 """Where did an op run? Assertions over the op tracker, with the semantics of
-torch_neuronx's test helpers (facts §10): names may be given with or without
+torch_neuronx's test helpers (its `tests/utils/neuron_test_utils.py`): names may be given with or without
 "aten::" and with or without an overload, and a name also matches the
 tracked names it is a substring of, as in the real helpers."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from ..device import synchronize
-from ..tracking import clear_op_tracking, get_executed_ops, get_fallback_ops, get_op_counts
+from ..tracking import clear_op_tracking, get_executed_ops, get_fallback_ops, get_op_counts, host_device_copies
 
 
 def _qualified(name: str) -> str:
@@ -96,6 +96,16 @@ def assert_op_does_not_run(name: str) -> None:
     hit = _matches(name, _executed_overloads()) + _matches(name, get_fallback_ops())
     if hit:
         raise AssertionError(f"expected {_qualified(name)} not to run at all, but {hit} did\n{_state(name)}")
+
+
+def count_cpu_bounce_calls(fn, *args, **kwargs) -> int:
+    """How many host<->device copies running fn(*args, **kwargs) made (0 when
+    every op it ran was native), as torch_neuronx's test helper counts them."""
+    synchronize()
+    before = host_device_copies()
+    fn(*args, **kwargs)
+    synchronize()
+    return host_device_copies() - before
 
 
 def get_executed_op_list() -> list[str]:

@@ -9,14 +9,14 @@ reaches the neuron kernel transposed, sliced or expanded.
 from __future__ import annotations
 
 import copy
-import os
+import traceback
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from .. import _C
+from .. import dtype_policy, native_ops
 from .op_checks import fallback_snapshot, fallbacks_since
 
 # ---- tolerances ------------------------------------------------------------
@@ -36,7 +36,7 @@ _TOLERANCE = {
     torch.complex64: (1.3e-6, 1e-5),
     torch.complex128: (1e-7, 1e-7),
 }
-# The 64-bit rule (facts §3): native ops compute float64 in float32 and cast
+# The 64-bit rule (docs/semantics.md): native ops compute float64 in float32 and cast
 # back, so a float64 result carries float32 rounding against a true float64
 # CPU result: a few fp32 ulp per operation, accumulated over short sums.
 _FLOAT64_AS_FLOAT32 = (2e-5, 1e-5)
@@ -48,10 +48,7 @@ _GRAD_FACTOR = 4.0
 def dtype_rule_active() -> bool:
     """Whether native ops emulate Trainium's 64-bit rule (float64 computed in
     float32, int64 in int32). NEURON_SIM_DTYPE_POLICY=exact turns it off."""
-    policy = getattr(_C, "_dtype_policy", None)
-    if callable(policy):
-        return policy() != "exact"
-    return os.environ.get("NEURON_SIM_DTYPE_POLICY", "").strip().lower() != "exact"
+    return dtype_policy.get_dtype_policy() != "exact"
 
 
 def tolerance(dtype: torch.dtype, grad: bool = False) -> tuple[float, float]:
@@ -102,16 +99,12 @@ def execution_path(path: str, ops: Iterable[str] = ()) -> Iterator[None]:
     """
     if path not in PATHS:
         raise ValueError(f"execution path {path!r}: use one of {PATHS}")
-    saved = _C._native_ops()
-    try:
-        if path == "fallback":
-            _C._set_native_ops([])
-        elif path == "native":
-            _C._set_native_ops(sorted(set(saved) | set(ops)))
+    if path == "table":
         yield
-    finally:
-        if path != "table":
-            _C._set_native_ops(saved)
+        return
+    names = [] if path == "fallback" else native_ops.current() + list(ops)
+    with native_ops.override(names):  # registers direct kernels for ops made native, as load() does
+        yield
 
 
 # ---- running one side --------------------------------------------------------------
@@ -124,6 +117,7 @@ class _Run:
         self.param_grads: dict[str, torch.Tensor | None] = {}
         self.state: dict[str, Any] = {}
         self.error: BaseException | None = None
+        self.error_trace = ""
 
 
 def _run(fn: Callable, args: tuple, kwargs: dict, device: str, grad: bool,
@@ -156,7 +150,11 @@ def _run(fn: Callable, args: tuple, kwargs: dict, device: str, grad: bool,
                        for o in diff]
                 torch.autograd.backward(diff, cot)
     except Exception as e:  # compared with the other side's error
-        run.error = e
+        # Kept without its traceback: that would hold this frame, and with it
+        # every device tensor of the run, in a reference cycle (run -> error
+        # -> traceback -> frame -> run). The text is kept for the report.
+        run.error_trace = traceback.format_exc()
+        run.error = e.with_traceback(None)
         return run
     run.outputs = [o.detach() if _is_tensor(o) else o for o in flat_out]
     run.inputs = [t.detach() for t in leaves]
@@ -200,13 +198,13 @@ def _compare_runs(ref: _Run, dev: _Run, label: str, rtol, atol, check_device: bo
     if ref.error is not None or dev.error is not None:
         if ref.error is None:
             raise AssertionError(f"[{label}] neuron raised but CPU did not: "
-                                 f"{type(dev.error).__name__}: {dev.error}") from dev.error
+                                 f"{type(dev.error).__name__}: {dev.error}\n{dev.error_trace}") from dev.error
         if dev.error is None:
             raise AssertionError(f"[{label}] CPU raised {type(ref.error).__name__} ({ref.error}) "
                                  "but neuron did not")
         if type(ref.error) is not type(dev.error):
             raise AssertionError(f"[{label}] CPU raised {type(ref.error).__name__} ({ref.error}), neuron "
-                                 f"raised {type(dev.error).__name__} ({dev.error})") from dev.error
+                                 f"raised {type(dev.error).__name__} ({dev.error})\n{dev.error_trace}") from dev.error
         return
     if len(ref.outputs) != len(dev.outputs):
         raise AssertionError(f"[{label}] CPU returned {len(ref.outputs)} values, neuron {len(dev.outputs)}")
@@ -259,7 +257,8 @@ def assert_parity(fn: Callable, *args: Any, grad: bool = False, path: str = "tab
     cotangent_seed = 0x5EED
     ref = _run(fn, args, kwargs, "cpu", grad, cotangent_seed, grad_argnums)
     if ref.error is not None and not allow_errors:
-        raise AssertionError(f"the CPU reference raised {type(ref.error).__name__}: {ref.error}") from ref.error
+        raise AssertionError(f"the CPU reference raised {type(ref.error).__name__}: {ref.error}\n"
+                             f"{ref.error_trace}") from ref.error
     before = fallback_snapshot()
     with execution_path("fallback" if path == "fallback" else "table"):
         dev = _run(fn, args, kwargs, device, grad, cotangent_seed, grad_argnums)

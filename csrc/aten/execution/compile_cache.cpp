@@ -1,0 +1,135 @@
+#include "aten/execution/compile_cache.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "aten/execution/dtype_policy.h"
+
+namespace neuron_sim {
+namespace {
+
+std::atomic<double> g_latency_ms{0.0};
+std::atomic<uint64_t> g_generation{1};  // bumped when signatures are forgotten
+std::atomic<bool> g_metrics{false};
+std::atomic<uint64_t> g_compilations{0}, g_hits{0}, g_misses{0};
+std::atomic<uint64_t> g_samples{0}, g_total_ns{0}, g_min_ns{UINT64_MAX}, g_max_ns{0};
+
+inline uint64_t mix(uint64_t h, uint64_t v) {  // FNV-1a over 64-bit words
+  return (h ^ v) * 0x100000001b3ULL;
+}
+
+// The dtype the compiler sees: 64-bit types are compiled as 32-bit ones.
+inline uint64_t compiledDtype(at::ScalarType s) {
+  if (dtypePolicy() == DtypePolicy::kTrainium) {
+    if (s == at::kDouble) s = at::kFloat;
+    else if (s == at::kLong) s = at::kInt;
+  }
+  return static_cast<uint64_t>(s);
+}
+
+inline uint64_t mixTensor(uint64_t h, const at::Tensor& t) {
+  if (!t.defined()) return mix(h, 0xdead);
+  h = mix(h, compiledDtype(t.scalar_type()) << 8 | static_cast<uint64_t>(t.dim()));
+  for (int64_t s : t.sizes()) h = mix(h, static_cast<uint64_t>(s));
+  return h;
+}
+
+void recordTime(uint64_t ns) {
+  g_samples.fetch_add(1, std::memory_order_relaxed);
+  g_total_ns.fetch_add(ns, std::memory_order_relaxed);
+  uint64_t cur = g_min_ns.load();
+  while (ns < cur && !g_min_ns.compare_exchange_weak(cur, ns)) {}
+  cur = g_max_ns.load();
+  while (ns > cur && !g_max_ns.compare_exchange_weak(cur, ns)) {}
+}
+
+}  // namespace
+
+// Tensors contribute dtype and shape; ints, bools and int lists (dims,
+// sizes) shape the graph too. Floating scalars do not: the real backend
+// passes them as 0-d tensors to avoid recompiles.
+uint64_t callSignature(const OpEntry& e, c10::ArrayRef<c10::IValue> args) {
+  uint64_t h = mix(0xcbf29ce484222325ULL, reinterpret_cast<uintptr_t>(&e));
+  for (const c10::IValue& v : args) {
+    if (v.isTensor()) h = mixTensor(h, v.toTensor());
+    else if (v.isInt()) h = mix(h, static_cast<uint64_t>(v.toInt()));
+    else if (v.isBool()) h = mix(h, v.toBool() ? 3 : 5);
+    else if (v.isNone()) h = mix(h, 7);
+    else if (v.isList())
+      for (const c10::IValue& x : v.toListRef()) {
+        if (x.isTensor()) h = mixTensor(h, x.toTensor());
+        else if (x.isInt()) h = mix(h, static_cast<uint64_t>(x.toInt()));
+      }
+  }
+  return h;
+}
+
+namespace {
+// Set on the thread running a compiled graph (torch.compile): the graph was
+// compiled as one unit, so its ops are not eager compilations.
+thread_local bool t_in_graph_launch = false;
+}  // namespace
+
+void setInGraphLaunch(bool on) { t_in_graph_launch = on; }
+bool inGraphLaunch() { return t_in_graph_launch; }
+
+bool noteCompiled(OpEntry& e, uint64_t sig) {
+  if (t_in_graph_launch) return false;
+  // Repeats are the common case: a small per-thread table of signatures this
+  // thread already saw answers them without taking the op's lock.
+  struct Seen { const OpEntry* e; uint64_t sig, generation; };
+  thread_local Seen seen[256] = {};
+  Seen& slot = seen[(sig ^ (sig >> 29)) & 255];
+  const uint64_t generation = g_generation.load(std::memory_order_relaxed);
+  bool miss;
+  if (slot.e == &e && slot.sig == sig && slot.generation == generation) {
+    miss = false;
+  } else {
+    std::lock_guard<std::mutex> g(e.signatures_mu);
+    miss = e.signatures.insert(sig).second;
+    slot = {&e, sig, generation};
+  }
+  const bool metrics = g_metrics.load(std::memory_order_relaxed);
+  if (!miss) {
+    e.cache_hits.fetch_add(1, std::memory_order_relaxed);
+    if (metrics) g_hits.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  const double ms = g_latency_ms.load(std::memory_order_relaxed);
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+  if (metrics) {
+    g_misses.fetch_add(1, std::memory_order_relaxed);
+    g_compilations.fetch_add(1, std::memory_order_relaxed);
+    recordTime(static_cast<uint64_t>(ms * 1e6));
+  }
+  return true;
+}
+
+void clearCompileCache() {
+  forEachOpEntry([](OpEntry& e) {
+    std::lock_guard<std::mutex> g(e.signatures_mu);
+    e.signatures.clear();
+    e.cache_hits = 0;
+  });
+  g_generation.fetch_add(1);  // invalidates every thread's table of seen signatures
+}
+
+void setCompileLatencyMs(double ms) { g_latency_ms = std::max(0.0, ms); }
+double compileLatencyMs() { return g_latency_ms.load(); }
+void setMetricsEnabled(bool enabled) { g_metrics = enabled; }
+bool metricsEnabled() { return g_metrics.load(); }
+
+CompileMetrics compileMetrics() {
+  const uint64_t samples = g_samples.load();
+  return {g_compilations.load(), g_hits.load(), g_misses.load(), samples, g_total_ns.load(),
+          samples ? g_min_ns.load() : 0, g_max_ns.load()};
+}
+
+void clearCompileMetrics() {
+  g_compilations = g_hits = g_misses = 0;
+  g_samples = g_total_ns = g_max_ns = 0;
+  g_min_ns = UINT64_MAX;
+}
+
+}  // namespace neuron_sim

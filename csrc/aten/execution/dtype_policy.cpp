@@ -1,0 +1,158 @@
+#include "aten/execution/dtype_policy.h"
+
+#include <ATen/ops/empty.h>
+
+namespace neuron_sim {
+namespace {
+
+std::atomic<DtypePolicy> g_policy{DtypePolicy::kTrainium};
+std::atomic<uint64_t> g_host_casts64{0};
+
+bool wide(const at::Tensor& t) {
+  // The real policy leaves 0-dim tensors at full width (Python scalars arrive as 0-dim tensors).
+  if (!t.defined() || t.dim() == 0) return false;
+  const auto s = t.scalar_type();
+  return s == at::kDouble || s == at::kLong;
+}
+
+// int64 values as int32 arithmetic leaves them: wrapped to 32 bits.
+at::Tensor wrap32(const at::Tensor& t) { return t.to(at::kInt).to(at::kLong); }
+
+at::Tensor standIn(const at::Tensor& t, Narrowed& n, OpEntry& e) {
+  if (t.scalar_type() == at::kDouble) {
+    n.f64 = true;
+    e.downcasts_f64.fetch_add(1, std::memory_order_relaxed);
+    return t.to(at::kFloat);
+  }
+  n.i64 = true;
+  e.downcasts_i64.fetch_add(1, std::memory_order_relaxed);
+  return wrap32(t);
+}
+
+bool anyWide(const c10::IValue& v) {
+  if (v.isTensor()) return wide(v.toTensor());
+  if (v.isList())
+    for (const c10::IValue& x : v.toListRef())
+      if (x.isTensor() && wide(x.toTensor())) return true;
+  return false;
+}
+
+}  // namespace
+
+void readDtypeFacts(OpEntry& e, const c10::FunctionSchema& schema) {
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto& type = args[i].type();
+    auto opt = type->cast<c10::OptionalType>();
+    auto inner = opt ? opt->getElementType() : type;
+    // ScalarType arguments are ints to the interpreter; their real type says dtype.
+    const auto& real = args[i].real_type();
+    auto real_opt = real->cast<c10::OptionalType>();
+    const bool is_dtype = (real_opt ? real_opt->getElementType() : real)->kind() == c10::TypeKind::ScalarTypeType;
+    if (is_dtype) e.dtype_args.push_back(i);
+    const bool list = inner->kind() == c10::TypeKind::ListType;
+    const auto elem = list ? inner->castRaw<c10::ListType>()->getElementType() : inner;
+    const auto elem_inner = elem->cast<c10::OptionalType>() ? elem->castRaw<c10::OptionalType>()->getElementType() : elem;
+    if (elem_inner->kind() == c10::TypeKind::TensorType || is_dtype) e.may_downcast = true;
+    if (args[i].alias_info() && args[i].alias_info()->isWrite() && i < 64) e.written_args |= uint64_t{1} << i;
+  }
+}
+
+void noteHostCast64() { g_host_casts64.fetch_add(1, std::memory_order_relaxed); }
+uint64_t hostCasts64() { return g_host_casts64.load(); }
+void clearHostCasts64() { g_host_casts64 = 0; }
+
+void setDtypePolicy(DtypePolicy policy) { g_policy = policy; }
+DtypePolicy dtypePolicy() { return g_policy.load(std::memory_order_relaxed); }
+
+bool narrowArguments(OpEntry& e, torch::jit::Stack* stack, size_t first, size_t nargs, Narrowed& n) {
+  if (!e.may_downcast || dtypePolicy() == DtypePolicy::kExact) return false;
+  // The common case costs one dtype check per tensor argument.
+  bool any = false;
+  for (size_t i = 0; i < nargs && !any; ++i) any = anyWide((*stack)[first + i]);
+  for (size_t i : e.dtype_args) {
+    const c10::IValue& v = (*stack)[first + i];
+    if (v.isInt()) any |= v.toInt() == static_cast<int64_t>(at::kDouble) || v.toInt() == static_cast<int64_t>(at::kLong);
+  }
+  if (!any) return false;
+
+  for (size_t i = 0; i < nargs; ++i) {
+    c10::IValue& v = (*stack)[first + i];
+    const bool writes = i < 64 && (e.written_args >> i) & 1;
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      if (writes && t.defined()) n.writes.push_back(t.unsafeGetTensorImpl());
+      if (!wide(t)) continue;
+      at::Tensor s = standIn(t, n, e);
+      if (writes) n.written.emplace_back(t, s);
+      v = s;
+    } else if (v.isList() && anyWide(v)) {
+      c10::List<c10::IValue> copy = v.toList().copy();
+      for (size_t j = 0; j < copy.size(); ++j) {
+        c10::IValue x = copy.get(j);
+        if (!x.isTensor()) continue;
+        const at::Tensor& t = x.toTensor();
+        if (writes && t.defined()) n.writes.push_back(t.unsafeGetTensorImpl());
+        if (!wide(t)) continue;
+        at::Tensor s = standIn(t, n, e);
+        if (writes) n.written.emplace_back(t, s);
+        copy.set(j, s);
+      }
+      v = copy;
+    } else if (v.isList()) {
+      if (writes)
+        for (const c10::IValue& x : v.toListRef())
+          if (x.isTensor() && x.toTensor().defined()) n.writes.push_back(x.toTensor().unsafeGetTensorImpl());
+    }
+  }
+  for (size_t i : e.dtype_args) {
+    c10::IValue& v = (*stack)[first + i];
+    if (!v.isInt()) continue;
+    if (v.toInt() == static_cast<int64_t>(at::kDouble)) {
+      n.f64 = true;
+      e.downcasts_f64.fetch_add(1, std::memory_order_relaxed);
+      v = static_cast<int64_t>(at::kFloat);
+    } else if (v.toInt() == static_cast<int64_t>(at::kLong)) {
+      n.i64 = true;  // the int64 result is wrapped below
+      e.downcasts_i64.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  return true;
+}
+
+namespace {
+
+at::Tensor widen(const at::Tensor& r, const Narrowed& n) {
+  if (!r.defined()) return r;
+  for (const auto& [original, stand_in] : n.written)
+    if (r.unsafeGetTensorImpl() == stand_in.unsafeGetTensorImpl()) return original;
+  for (c10::TensorImpl* w : n.writes)
+    if (r.unsafeGetTensorImpl() == w) return r;
+  if (n.f64 && r.scalar_type() == at::kFloat) return r.to(at::kDouble);
+  if (n.i64 && r.scalar_type() == at::kLong) return wrap32(r);
+  return r;
+}
+
+}  // namespace
+
+void widenResults(const Narrowed& n, torch::jit::Stack* stack, size_t nret) {
+  for (const auto& [original, stand_in] : n.written) {
+    at::Tensor target = original;
+    if (!target.sizes().equals(stand_in.sizes())) target.resize_(stand_in.sizes());
+    target.copy_(stand_in.scalar_type() == at::kLong ? stand_in.to(at::kInt) : stand_in);
+  }
+  for (size_t i = stack->size() - nret; i < stack->size(); ++i) {
+    c10::IValue& v = (*stack)[i];
+    if (v.isTensor()) {
+      v = widen(v.toTensor(), n);
+    } else if (v.isTensorList()) {
+      auto list = v.toTensorList();
+      c10::List<at::Tensor> out;
+      out.reserve(list.size());
+      for (const at::Tensor& t : list) out.push_back(widen(t, n));
+      v = out;
+    }
+  }
+}
+
+}  // namespace neuron_sim

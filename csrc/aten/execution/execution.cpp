@@ -1,0 +1,310 @@
+// The path of one op that has no kernel of its own on neuron. Every such op
+// arrives at neuronKernel (a boxed fallback on the PrivateUse1 key); the op
+// table says whether it is native:
+//   native   - the CPU kernel runs directly on arena memory: inputs are
+//              aliased as CPU tensors, outputs are allocated in the arena
+//              (ArenaScope) and adopted as neuron tensors. No copies.
+//   fallback - the op leaves the device: inputs are copied to the host, the
+//              CPU op runs, results are copied back; the op is recorded.
+#include <ATen/native/CPUFallback.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/util/SmallVector.h>
+#include <torch/library.h>
+
+#include <memory>
+#include <optional>
+
+#include "aten/device/generator.h"
+#include "aten/device/guard.h"
+#include "aten/execution/compile_cache.h"
+#include "aten/execution/dtype_policy.h"
+#include "aten/execution/execution.h"
+#include "aten/execution/fallback_policy.h"
+#include "aten/execution/op_table.h"
+#include "aten/execution/tensor_alias.h"
+#include "aten/memory/allocator.h"
+#include "aten/neuron.h"
+#include "aten/runtime_call.h"
+#include "profiler/record.h"
+#include "runtime/device.h"
+#include "runtime/host_access.h"
+
+namespace neuron_sim {
+namespace {
+
+using torch::jit::Stack;
+
+struct Aliased {
+  at::Tensor original;  // the neuron tensor the caller passed
+  at::Tensor alias;     // the CPU view of its bytes given to the kernel
+  const void* data;     // where its bytes were before the kernel ran
+};
+
+bool onNeuron(const at::Tensor& t) { return t.defined() && t.device().type() == kNeuron; }
+
+// The device an op runs on: its first neuron tensor or device argument.
+int opDevice(c10::ArrayRef<c10::IValue> args) {
+  for (const auto& v : args) {
+    if (v.isTensor() && onNeuron(v.toTensor())) return v.toTensor().device().index();
+    if (v.isDevice() && v.toDevice().type() == kNeuron && v.toDevice().has_index()) return v.toDevice().index();
+    if (v.isList())
+      for (const auto& e : v.toListRef())
+        if (e.isTensor() && onNeuron(e.toTensor())) return e.toTensor().device().index();
+  }
+  return currentDeviceIndex();
+}
+
+// A CPU op reaches this kernel when only its generator is a neuron one (the
+// generator's dispatch key joins the op's key set): refuse it, as cuda does.
+void checkGeneratorPlacement(const c10::OperatorHandle& op, const Stack& stack) {
+  const size_t nargs = op.schema().arguments().size();
+  for (size_t i = stack.size() - nargs; i < stack.size(); ++i) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor() && onNeuron(v.toTensor())) return;
+    if (v.isDevice() && v.toDevice().type() == kNeuron) return;
+    if (v.isList())
+      for (const auto& e : v.toListRef())
+        if (e.isTensor() && onNeuron(e.toTensor())) return;
+  }
+  TORCH_CHECK(false, "Expected a 'cpu' device type for generator but found 'neuron' (", op.schema().name(),
+              " runs on the CPU here; pass a CPU generator, or create the tensor on neuron)");
+}
+
+// Random ops draw from the device's generator, never from the CPU stream.
+void useDeviceGenerators(const OpEntry& e, Stack* stack, size_t first, int device) {
+  for (size_t i : e.generator_args) {
+    c10::IValue& v = (*stack)[first + i];
+    const at::Generator& g = v.isNone() ? defaultGenerator(static_cast<c10::DeviceIndex>(device)) : v.toGenerator();
+    v = hostGeneratorOf(g);
+  }
+}
+
+c10::IValue aliasArg(const c10::IValue& v, c10::SmallVector<Aliased, 8>& aliased) {
+  auto alias = [&](const at::Tensor& t) {
+    at::Tensor a = hostAlias(t);
+    aliased.push_back({t, a, t.storage().data()});
+    return a;
+  };
+  if (v.isTensor()) return onNeuron(v.toTensor()) ? c10::IValue(alias(v.toTensor())) : v;
+  if (v.isDevice()) return v.toDevice().type() == kNeuron ? c10::IValue(c10::Device(c10::kCPU)) : v;
+  if (v.isList()) {
+    bool any = false;
+    for (const c10::IValue& e : v.toListRef()) any |= e.isTensor() && onNeuron(e.toTensor());
+    if (!any) return v;
+    c10::List<c10::IValue> copy = v.toList().copy();
+    for (size_t i = 0; i < copy.size(); ++i) {
+      c10::IValue e = copy.get(i);
+      if (e.isTensor() && onNeuron(e.toTensor())) copy.set(i, alias(e.toTensor()));
+    }
+    return copy;
+  }
+  return v;
+}
+
+// A kernel output, as the neuron tensor it stands for.
+at::Tensor toDevice(const at::Tensor& out, const c10::SmallVector<Aliased, 8>& aliased, int device) {
+  if (!out.defined()) return out;
+  for (const auto& a : aliased) {
+    if (out.unsafeGetTensorImpl() == a.alias.unsafeGetTensorImpl()) return a.original;  // in-place / out=
+    if (out.storage().is_alias_of(a.alias.storage())) return viewOnDevice(a.original, out);
+  }
+  return adoptAsDevice(out, device);
+}
+
+c10::IValue resultToDevice(const c10::IValue& v, const c10::SmallVector<Aliased, 8>& aliased, int device) {
+  if (v.isTensor()) return toDevice(v.toTensor(), aliased, device);
+  if (v.isTensorList()) {
+    auto list = v.toTensorList();
+    c10::List<at::Tensor> out;
+    out.reserve(list.size());
+    for (const at::Tensor& t : list) out.push_back(toDevice(t, aliased, device));
+    return out;
+  }
+  return v;
+}
+
+// A kernel that resized an out= argument grew it inside the arena: move the
+// new bytes and shape onto the caller's neuron tensor.
+void writeBack(const Aliased& a, int device) {
+  c10::StorageImpl* alias_storage = a.alias.storage().unsafeGetStorageImpl();
+  if (alias_storage->data() != a.data) {
+    c10::DataPtr fresh = alias_storage->set_data_ptr(c10::DataPtr(nullptr, c10::Device(c10::kCPU)));
+    TORCH_INTERNAL_ASSERT(isArenaMemory(fresh) || fresh.get() == nullptr, "resized output left the arena");
+    fresh.unsafe_set_device(neuronDevice(device));
+    c10::StorageImpl* dst = a.original.storage().unsafeGetStorageImpl();
+    dst->set_data_ptr_noswap(std::move(fresh));
+    dst->set_nbytes(alias_storage->nbytes());
+  }
+  if (!a.alias.sizes().equals(a.original.sizes()) || !a.alias.strides().equals(a.original.strides()) ||
+      a.alias.storage_offset() != a.original.storage_offset())
+    a.original.unsafeGetTensorImpl()->set_sizes_and_strides(a.alias.sizes(), a.alias.strides(),
+                                                            a.alias.storage_offset());
+}
+
+void runNative(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
+  const size_t nargs = op.schema().arguments().size();
+  const size_t first = stack->size() - nargs;
+  const int device = opDevice(c10::ArrayRef<c10::IValue>(stack->data() + first, nargs));
+  std::optional<profiler::OpRecord> record;  // the op's device event, while a profiler records
+  // (An op inside a compiled graph's launch is part of the graph's device event.)
+  if (C10_UNLIKELY(profiler::recording()) && !inGraphLaunch())
+    record.emplace(e.name, c10::ArrayRef<c10::IValue>(stack->data() + first, nargs), device, false);
+  const uint64_t signature = callSignature(e, c10::ArrayRef<c10::IValue>(stack->data() + first, nargs));
+  c10::SmallVector<Aliased, 8> aliased;
+  for (size_t i = first; i < first + nargs; ++i) (*stack)[i] = aliasArg((*stack)[i], aliased);
+  useDeviceGenerators(e, stack, first, device);
+  std::optional<HostDefaultGeneratorRedirect> rng;  // native_dropout draws without a Generator? argument
+  if (C10_UNLIKELY(e.draws_host_default)) rng.emplace(defaultGenerator(static_cast<c10::DeviceIndex>(device)));
+  Narrowed narrowed;  // the 64-bit rule: compute float64/int64 in 32 bits
+  const bool narrow = narrowArguments(e, stack, first, nargs, narrowed);
+  {
+    ArenaScope scope(device);
+    if (e.host_kernel) e.host_kernel(op, stack);  // a native op with no CPU kernel (attention.cpp)
+    else op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    if (narrow) widenResults(narrowed, stack, op.schema().returns().size());
+  }
+  for (const auto& a : aliased) writeBack(a, device);
+  const size_t nret = op.schema().returns().size();
+  for (size_t i = stack->size() - nret; i < stack->size(); ++i)
+    (*stack)[i] = resultToDevice((*stack)[i], aliased, device);
+  // Counted once the op succeeded: a call that raised neither ran nor compiled.
+  e.executed.fetch_add(1, std::memory_order_relaxed);
+  const bool compiled = noteCompiled(e, signature);
+  if (C10_UNLIKELY(record)) {
+    if (compiled) profiler::recordCompile(e.name, device);  // on the timeline before the kernel's event
+    record->finish(c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - nret, nret));
+  }
+}
+
+// at::native::cpu_fallback puts its outputs on the device of the first tensor
+// argument. When that one is a CPU scalar (`3 - x` runs sub(wrapped 3, x))
+// and a later argument is on neuron, the outputs belong on neuron: returns
+// that device's index, or -1 when the fallback already gets it right.
+int hostTargetDevice(const c10::OperatorHandle& op, const Stack& stack) {
+  const size_t nargs = op.schema().arguments().size();
+  c10::ArrayRef<c10::IValue> args(stack.data() + stack.size() - nargs, nargs);
+  for (const auto& v : args) {
+    if (!v.isTensor()) continue;
+    if (!v.toTensor().defined() || !v.toTensor().device().is_cpu()) return -1;
+    for (const auto& w : args)
+      if (w.isTensor() && onNeuron(w.toTensor())) return w.toTensor().device().index();
+    return -1;
+  }
+  return -1;
+}
+
+void returnsToDevice(const c10::OperatorHandle& op, Stack* stack, int device) {
+  const size_t nret = op.schema().returns().size();
+  for (size_t i = stack->size() - nret; i < stack->size(); ++i) {
+    c10::IValue& v = (*stack)[i];
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().is_cpu()) {
+      v = v.toTensor().to(neuronDevice(device));
+    } else if (v.isTensorList()) {
+      auto list = v.toTensorList();
+      for (size_t j = 0; j < list.size(); ++j) {
+        at::Tensor t = list.get(j);
+        if (t.defined() && t.device().is_cpu()) list.set(j, t.to(neuronDevice(device)));
+      }
+    }
+  }
+}
+
+// native_batch_norm updates running_mean and running_var (arguments 3 and 4)
+// in place, but its schema does not mark them as written, so cpu_fallback
+// would update host copies and drop them. Those two get host copies of our
+// own, written back after the op.
+bool writesUndeclaredRunningStats(const c10::OperatorHandle& op) {
+  static const c10::OperatorHandle bn = c10::Dispatcher::singleton().findSchemaOrThrow("aten::native_batch_norm", "");
+  static const c10::OperatorHandle bn_out =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::native_batch_norm", "out");
+  return op == bn || op == bn_out;
+}
+
+void runFallback(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
+  if (!e.untracked) {
+    e.fallbacks.fetch_add(1, std::memory_order_relaxed);
+    if (fallbackMode() == FallbackMode::kError)
+      TORCH_CHECK(false, "neuron: operator '", e.name, "' is not in the native-op set and would fall back to "
+                  "CPU; CPU fallback is disabled by NEURON_SIM_FALLBACK=error. Unset it to allow the fallback, "
+                  "or rewrite the code to use ops that run natively (torch_neuron_sim.native_ops.current()).");
+    if (!e.announced.load(std::memory_order_relaxed)) announceFallback(e);
+    if (C10_UNLIKELY(reportActive())) reportFallback(e);  // records the user's source line
+  }
+  if (!e.generator_args.empty()) {
+    const size_t nargs = op.schema().arguments().size();
+    const size_t first = stack->size() - nargs;
+    useDeviceGenerators(e, stack, first, opDevice(c10::ArrayRef<c10::IValue>(stack->data() + first, nargs)));
+  }
+  std::optional<HostDefaultGeneratorRedirect> rng;
+  if (C10_UNLIKELY(e.draws_host_default)) {
+    const size_t nargs = op.schema().arguments().size();
+    rng.emplace(defaultGenerator(static_cast<c10::DeviceIndex>(
+        opDevice(c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - nargs, nargs)))));
+  }
+  const int host_target = hostTargetDevice(op, *stack);
+  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2> running_stats;  // (neuron tensor, host copy)
+  if (C10_UNLIKELY(writesUndeclaredRunningStats(op))) {
+    const size_t first = stack->size() - op.schema().arguments().size();
+    for (size_t i : {size_t{3}, size_t{4}}) {
+      c10::IValue& v = (*stack)[first + i];
+      if (!v.isTensor() || !onNeuron(v.toTensor())) continue;
+      at::Tensor host = v.toTensor().cpu();  // cpu_fallback passes CPU tensors through as they are
+      running_stats.emplace_back(v.toTensor(), host);
+      v = host;
+    }
+  }
+  std::optional<profiler::OpRecord> record;  // the round trip's device events, while a profiler records
+  if (C10_UNLIKELY(profiler::recording() && !e.untracked)) {
+    const size_t nargs = op.schema().arguments().size();
+    c10::ArrayRef<c10::IValue> args(stack->data() + stack->size() - nargs, nargs);
+    record.emplace(e.name, args, opDevice(args), true);
+  }
+  at::native::cpu_fallback(op, stack);
+  for (auto& [device_stats, host] : running_stats) device_stats.copy_(host);
+  if (C10_UNLIKELY(host_target >= 0)) returnsToDevice(op, stack, host_target);
+  if (C10_UNLIKELY(record)) {
+    const size_t nret = op.schema().returns().size();
+    record->finish(c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - nret, nret));
+  }
+}
+
+void neuronKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* stack) {
+  if (C10_UNLIKELY(runtime::inBadFork())) runtimeCall(&runtime::checkNotForked);
+  runtime::HostAccess access;  // NEURON_SIM_PROTECT: kernels may touch arena pages
+  OpEntry& e = opEntry(op);
+  if (C10_UNLIKELY(!e.generator_args.empty())) checkGeneratorPlacement(op, *stack);
+  if (e.native.load(std::memory_order_relaxed)) {
+    try {
+      runNative(op, e, stack);
+    } catch (const c10::IndexError&) {
+      throw;  // argument errors are the caller's: the real backend re-raises them, never falls back
+    } catch (const c10::ValueError&) {
+      throw;
+    } catch (const c10::TypeError&) {
+      throw;
+    } catch (const c10::Error& ex) {
+      // The real backend retries a failing native op on the CPU, where this
+      // kernel (the same one) would fail the same way - unless told not to.
+      if (!fallbackOnlyForUnimplemented()) throw;
+      TORCH_CHECK(false, "CPU fallback disabled because TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1: "
+                  "operator '", e.name, "' is implemented on Neuron but failed: ", ex.what_without_backtrace(),
+                  "\nUnset the variable (or set it to 0) to let failing ops fall back to CPU.");
+    }
+  } else {
+    runFallback(op, e, stack);
+  }
+}
+
+}  // namespace
+
+void registerNativeKernels(const std::vector<std::string>& names) {
+  static auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
+                                        __FILE__, __LINE__);
+  for (const auto& n : names) lib->impl(n.c_str(), torch::CppFunction::makeFromBoxedFunction<&neuronKernel>());
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&neuronKernel>());
+}
+
+}  // namespace neuron_sim

@@ -1,0 +1,65 @@
+#include "aten/execution/fallback_policy.h"
+
+#include <atomic>
+#include <mutex>
+
+namespace neuron_sim {
+namespace {
+
+std::atomic<FallbackMode> g_mode{FallbackMode::kWarn};
+std::atomic<bool> g_fallback_only_unimplemented{false};
+void (*g_announce)(const std::string&) = nullptr;
+void (*g_reporter)(const std::string&) = nullptr;
+std::atomic<bool> g_report_active{false};
+
+struct Unsupported {
+  std::mutex mu;
+  std::vector<std::pair<std::string, uint64_t>> hits;
+};
+Unsupported& unsupported() {
+  static Unsupported* u = new Unsupported();  // outlives threads still running at exit
+  return *u;
+}
+
+}  // namespace
+
+void noteUnsupported(const std::string& feature) {
+  Unsupported& u = unsupported();
+  std::lock_guard<std::mutex> g(u.mu);
+  for (auto& [name, n] : u.hits)
+    if (name == feature) return void(++n);
+  u.hits.emplace_back(feature, 1);
+}
+
+std::vector<std::pair<std::string, uint64_t>> unsupportedHits() {
+  Unsupported& u = unsupported();
+  std::lock_guard<std::mutex> g(u.mu);
+  return u.hits;
+}
+
+void clearUnsupportedHits() {
+  Unsupported& u = unsupported();
+  std::lock_guard<std::mutex> g(u.mu);
+  u.hits.clear();
+}
+
+void setFallbackReporter(void (*report)(const std::string&)) { g_reporter = report; }
+void setReportActive(bool active) { g_report_active.store(active); }
+bool reportActive() { return g_report_active.load(std::memory_order_relaxed); }
+void reportFallback(const OpEntry& e) {
+  if (g_reporter) g_reporter(e.name);
+}
+
+void setFallbackOnlyForUnimplemented(bool on) { g_fallback_only_unimplemented = on; }
+bool fallbackOnlyForUnimplemented() { return g_fallback_only_unimplemented.load(std::memory_order_relaxed); }
+
+void setFallbackMode(FallbackMode mode) { g_mode = mode; }
+FallbackMode fallbackMode() { return g_mode.load(std::memory_order_relaxed); }
+void setFallbackAnnouncer(void (*announce)(const std::string&)) { g_announce = announce; }
+
+void announceFallback(OpEntry& e) {
+  if (e.announced.exchange(true)) return;
+  if (g_announce) g_announce(e.name);
+}
+
+}  // namespace neuron_sim

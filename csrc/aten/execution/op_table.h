@@ -1,0 +1,69 @@
+// The op record: one entry per operator, found by the operator's address (no
+// strings on the per-op path), holding what each part of the per-op path
+// keeps about it - native or not, how often it ran on the device or fell
+// back, its 64-bit facts and compile-cache signatures. Also the native set.
+// What happens to a fallback (warn, error, report) is fallback_policy.h.
+#pragma once
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+namespace neuron_sim {
+
+// A native op with no CPU kernel to run on arena memory (the fused attention
+// ops) has a host kernel: a boxed function run in place of the CPU redispatch.
+using HostKernel = void (*)(const c10::OperatorHandle&, torch::jit::Stack*);
+void registerHostKernel(const std::string& name, HostKernel kernel);  // before the op is first used
+
+struct OpEntry {
+  std::string name;  // "aten::add.Tensor"
+  std::string base;  // "aten::add"
+  std::atomic<bool> native{false};
+  std::atomic<bool> untracked{false};  // view/metadata ops the real backend never records
+  std::atomic<uint64_t> executed{0};
+  std::atomic<uint64_t> fallbacks{0};
+  std::atomic<bool> announced{false};
+  std::vector<size_t> generator_args;  // positions of Generator? arguments
+  bool draws_host_default = false;      // random without a Generator? argument (native_dropout)
+  // Schema facts for the 64-bit policy, computed once by readDtypeFacts (dtype_policy.cpp).
+  uint64_t written_args = 0;           // bit i: the op writes argument i (in-place self, out=)
+  std::vector<size_t> dtype_args;      // positions of ScalarType? arguments (dtype=)
+  bool may_downcast = false;           // has any Tensor, Tensor[] or dtype argument
+  std::atomic<uint64_t> downcasts_f64{0};  // float64 tensors computed in float32
+  std::atomic<uint64_t> downcasts_i64{0};  // int64 tensors computed in int32
+  // The eager compile cache (compile_cache.cpp): one entry per distinct
+  // (op, dtypes, shapes) signature, as the real backend compiles one NEFF each.
+  std::mutex signatures_mu;
+  std::unordered_set<uint64_t> signatures;
+  std::atomic<uint64_t> cache_hits{0};
+  HostKernel host_kernel = nullptr;
+};
+
+OpEntry& opEntry(const c10::OperatorHandle& op);
+
+// The native set: names are "aten::add" (every overload) or "aten::add.Tensor".
+void setNativeOps(const std::vector<std::string>& names);
+std::vector<std::string> nativeOps();
+// The view/metadata op names (no namespace) whose fallbacks are never recorded.
+std::vector<std::string> untrackedOpNames();
+
+struct OpCount { std::string name; uint64_t executed, fallbacks; };
+std::vector<OpCount> opCounts();
+void clearOpTracking();
+
+// Everything the migration report reads about one op.
+struct OpStats {
+  std::string name;
+  bool native;
+  uint64_t executed, fallbacks, downcasts_f64, downcasts_i64, compilations, cache_hits;
+};
+std::vector<OpStats> opStats();  // ops with any activity
+// Runs f on every op entry, under the table's lock (for clears and sweeps).
+void forEachOpEntry(void (*f)(OpEntry&));
+
+}  // namespace neuron_sim

@@ -1,0 +1,69 @@
+// Moving tensors between the two views of arena memory without copying:
+// a neuron tensor seen as a CPU tensor (so a CPU kernel can run on it), and a
+// CPU kernel's arena-backed output taken back as a neuron tensor.
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/core/TensorImpl.h>
+
+#include "aten/execution/tensor_alias.h"
+#include "aten/memory/allocator.h"
+#include "aten/neuron.h"
+
+namespace neuron_sim {
+
+at::Tensor hostAlias(const at::Tensor& t) {
+  const c10::StorageImpl* src = t.storage().unsafeGetStorageImpl();
+  // A non-owning CPU DataPtr: the neuron tensor keeps the bytes alive for the
+  // duration of the op. Resizable through the host-view allocator, so a CPU
+  // kernel that grows an out= argument grows it inside the arena.
+  auto storage = c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), src->nbytes(),
+      c10::DataPtr(const_cast<void*>(src->data()), c10::Device(c10::kCPU)), hostViewAllocator(),
+      /*resizable=*/true);
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(std::move(storage)),
+                                                  c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
+  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  return at::Tensor(std::move(impl));
+}
+
+at::Tensor viewOnDevice(const at::Tensor& storage_of, const at::Tensor& geometry) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(storage_of.storage()),
+                                                  c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                  geometry.dtype());
+  impl->set_sizes_and_strides(geometry.sizes(), geometry.strides(), geometry.storage_offset());
+  return at::Tensor(std::move(impl));
+}
+
+at::Tensor adoptAsDevice(const at::Tensor& host, int device) {
+  c10::StorageImpl* s = host.storage().unsafeGetStorageImpl();
+  c10::DataPtr& dp = s->mutable_data_ptr();
+  const bool arena_bytes = isArenaMemory(dp) || (dp.get() == nullptr && s->nbytes() == 0);
+  if (arena_bytes && (dp.get() == nullptr || dp.device().is_cpu() || dp.device().index() == device)) {
+    // The kernel allocated this output inside our arena: relabel the bytes as
+    // device memory (no copy) and give the storage the device allocator.
+    dp.unsafe_set_device(neuronDevice(device));
+    s->set_allocator(deviceAllocator());
+    c10::TensorImpl* own = host.unsafeGetTensorImpl();
+    if (host.use_count() == 1 && own->allow_tensor_metadata_change()) {
+      // Nobody but the caller's stack slot holds the kernel's output: turn it
+      // into the neuron tensor in place (its storage now reports the neuron
+      // device), saving a TensorImpl allocation on the per-op path.
+      own->set_storage_keep_dtype(host.storage());
+      own->_change_backend_component_keys(neuronDevice(device));
+      return host;
+    }
+    auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(host.storage()),
+                                                    c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                    host.dtype());
+    impl->set_sizes_and_strides(host.sizes(), host.strides(), host.storage_offset());
+    return at::Tensor(std::move(impl));
+  }
+  // Memory from elsewhere (a kernel's worker thread, a cached constant):
+  // never adopt it; copy it into the arena.
+  at::Tensor out = at::empty_strided(host.sizes(), host.strides(),
+                                     host.options().device(neuronDevice(device)));
+  hostAlias(out).copy_(host);
+  return out;
+}
+
+}  // namespace neuron_sim

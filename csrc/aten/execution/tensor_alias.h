@@ -1,0 +1,16 @@
+// The two views of arena memory (tensor_alias.cpp): a neuron tensor seen as
+// a CPU tensor and back, without copying.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+namespace neuron_sim {
+
+// A CPU tensor over the same arena bytes as a neuron tensor: no copy.
+at::Tensor hostAlias(const at::Tensor& neuron);
+// Turns a CPU tensor whose bytes were allocated in the arena into a neuron
+// tensor owning them (no copy); anything else is copied into the arena.
+at::Tensor adoptAsDevice(const at::Tensor& host, int device);
+// A neuron tensor with `geometry`'s sizes/strides/offset over `storage_of`'s storage.
+at::Tensor viewOnDevice(const at::Tensor& storage_of, const at::Tensor& geometry);
+
+}  // namespace neuron_sim

@@ -1,0 +1,75 @@
+// Allocation kernels: every neuron tensor is born here, in its device's arena.
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/CPUFallback.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "aten/device/guard.h"
+#include "aten/execution/fallback_policy.h"
+#include "aten/memory/allocator.h"
+#include "aten/neuron.h"
+
+namespace neuron_sim {
+namespace {
+
+c10::Device target(std::optional<c10::Device> device) {
+  if (device && device->has_index()) return *device;
+  return neuronDevice(currentDeviceIndex());
+}
+
+void checkLayout(std::optional<c10::Layout> layout) {
+  if (layout && *layout != c10::kStrided) noteUnsupported("sparse tensors");
+  TORCH_CHECK_NOT_IMPLEMENTED(!layout || *layout == c10::kStrided,
+      "neuron: ", *layout, " tensors are not supported: Trainium (TorchNeuron) has no sparse or other non-strided "
+      "layouts. Convert with .to_dense() before moving the tensor to neuron.");
+}
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> /*pin_memory*/,
+                               std::optional<c10::MemoryFormat> memory_format) {
+  checkLayout(layout);
+  c10::DeviceGuard guard(target(device));  // allocation happens on the guarded device
+  return at::detail::empty_generic(size, deviceAllocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
+                         std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                         std::optional<bool> /*pin_memory*/) {
+  checkLayout(layout);
+  c10::DeviceGuard guard(target(device));
+  return at::detail::empty_strided_generic(size, stride, deviceAllocator(),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                           c10::dtype_or_default(dtype));
+}
+
+// Tensors of other layouts on neuron (sparse, quantized) fail loudly, naming
+// the limitation, instead of a dispatcher error about missing kernels.
+void unsupportedLayout(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack*) {
+  const char* what = ks.has(c10::DispatchKey::SparsePrivateUse1) ? "sparse"
+                     : ks.has(c10::DispatchKey::QuantizedPrivateUse1) ? "quantized" : "sparse CSR";
+  noteUnsupported(std::string(what) + " tensors");
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "neuron: ", what, " tensors are not supported (", op.schema().name(),
+      "): Trainium (TorchNeuron) runs dense strided tensors only. Convert with ",
+      std::string(what) == "quantized" ? ".dequantize()" : ".to_dense()", " before moving the tensor to neuron.");
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", empty_memory_format);
+  m.impl("empty_strided", empty_strided);
+}
+
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&unsupportedLayout>());
+}
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&unsupportedLayout>());
+}
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&unsupportedLayout>());
+}
+
+}  // namespace neuron_sim

@@ -1,0 +1,247 @@
+// The arena as PyTorch sees it: a c10::DeviceAllocator for PrivateUse1 (what
+// torch.accelerator's memory functions read), and a wrapper around the CPU
+// allocator that, inside an ArenaScope, serves CPU kernels from the arena.
+#include <ATen/core/CachingHostAllocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/CPUAllocator.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "aten/device/guard.h"
+#include "aten/memory/allocator.h"
+#include "aten/memory/memory_history.h"
+#include "aten/neuron.h"
+#include "aten/runtime_call.h"
+#include "runtime/debug_modes.h"
+#include "runtime/device.h"
+#include "runtime/fault_injection.h"
+#include "runtime/host_access.h"
+
+namespace neuron_sim {
+namespace {
+
+using runtime::Arena;
+
+std::string humanBytes(uint64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) { v /= 1024; ++u; }
+  std::ostringstream ss;
+  ss.setf(std::ios::fixed);
+  ss.precision(2);
+  ss << v << " " << units[u];
+  return ss.str();
+}
+
+thread_local int t_arena_device = -1;
+void (*g_reclaim)() = nullptr;  // set by the Python layer: gc.collect()
+c10::DeleterFnPtr g_cpu_raw_deleter = nullptr;  // the wrapped CPU allocator's
+
+void fillStat(c10::CachingDeviceAllocator::StatArray& dst, const runtime::Stat& src) {
+  for (auto& s : dst) {  // aggregate; the arena has a single pool
+    s.current = src.current;
+    s.peak = src.peak;
+    s.allocated = src.allocated;
+    s.freed = src.freed;
+  }
+}
+
+class NeuronAllocator final : public c10::DeviceAllocator {
+ public:
+  c10::DataPtr allocate(size_t n) override {
+    int dev = currentDeviceIndex();
+    return allocateOn(dev, n, neuronDevice(dev));
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &arenaDelete; }
+  void copy_data(void* dst, const void* src, std::size_t n) const override {
+    runtime::HostAccess access;  // NEURON_SIM_PROTECT: storage copies touch arena pages
+    std::memcpy(dst, src, n);
+  }
+
+  bool initialized() override { return runtime::isInitialized(); }
+  void emptyCache(c10::MempoolId_t) override {
+    // Nothing is cached (each block returns to the arena when its tensor
+    // dies); give the host back the pages of free ranges.
+    // Only arenas already reserved: emptying must not reserve the others.
+    for (int i = 0; i < runtime::deviceCount(); ++i)
+      if (runtime::Arena* a = runtime::reservedArena(i)) a->releaseFreePages();
+  }
+  // Nothing to hold back: kernels finish at launch, so no stream has pending work on a block.
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    auto s = runtime::arena(device).stats();
+    c10::CachingDeviceAllocator::DeviceStats d;
+    fillStat(d.allocated_bytes, s.allocated_bytes);
+    fillStat(d.requested_bytes, s.allocated_bytes);
+    fillStat(d.reserved_bytes, s.reserved_bytes);
+    fillStat(d.active_bytes, s.active_bytes);
+    d.num_alloc_retries = s.num_alloc_retries;
+    d.num_ooms = s.num_ooms;
+    return d;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex device) override { runtime::arena(device).resetAccumulated(); }
+  void resetPeakStats(c10::DeviceIndex device) override { runtime::arena(device).resetPeak(); }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    auto& a = runtime::arena(device);
+    return {a.capacity() - a.bytesInUse(), a.capacity()};
+  }
+};
+
+// Arena bytes labelled CPU: used as the allocator of host aliases, so a CPU
+// kernel that resizes an out= argument grows it inside the arena.
+class HostViewAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t n) override {
+    int dev = t_arena_device >= 0 ? t_arena_device : currentDeviceIndex();
+    return allocateOn(dev, n, c10::Device(c10::kCPU));
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &arenaDelete; }
+  void copy_data(void* dst, const void* src, std::size_t n) const override {
+    runtime::HostAccess access;  // NEURON_SIM_PROTECT: storage copies touch arena pages
+    std::memcpy(dst, src, n);
+  }
+};
+
+// Wraps the CPU allocator: inside an ArenaScope on this thread, allocations
+// come from the arena; everywhere else it is the CPU allocator unchanged.
+class HostAllocatorWrapper final : public c10::Allocator {
+ public:
+  explicit HostAllocatorWrapper(c10::Allocator* cpu) : cpu_(cpu) {}
+  c10::DataPtr allocate(size_t n) override {
+    if (t_arena_device >= 0) return allocateOn(t_arena_device, n, c10::Device(c10::kCPU));
+    return cpu_->allocate(n);
+  }
+  // raw_allocate/raw_deallocate (used by oneDNN) may pair an allocation made
+  // inside an ArenaScope with a free made outside it: the deleter decides by
+  // the pointer, not by the scope.
+  c10::DeleterFnPtr raw_deleter() const override { return &rawDelete; }
+  void copy_data(void* dst, const void* src, std::size_t n) const override { std::memcpy(dst, src, n); }
+  c10::Allocator* wrapped() const { return cpu_; }
+
+ private:
+  static void rawDelete(void* p) {
+    if (runtime::arenaOwning(p)) arenaDelete(p);
+    else g_cpu_raw_deleter(p);
+  }
+  c10::Allocator* cpu_;
+};
+
+NeuronAllocator g_device_allocator;
+HostViewAllocator g_host_view_allocator;
+
+}  // namespace
+
+c10::Allocator* deviceAllocator() { return &g_device_allocator; }
+c10::Allocator* hostViewAllocator() { return &g_host_view_allocator; }
+
+namespace {
+
+int deviceIndexOf(const Arena* a) {
+  for (int i = 0; i < runtime::kMaxDevices; ++i)
+    if (runtime::reservedArena(i) == a) return i;
+  return -1;
+}
+
+// A kernel wrote outside its block. The deleter cannot throw, and the bytes it
+// hit may belong to a neighbour, so stop here with everything needed to find it.
+[[noreturn]] void reportGuardDamage(const Arena* a, const void* ptr, const runtime::FreedBlock& f) {
+  std::ostringstream msg;
+  msg << "neuron_sim: NEURON_SIM_GUARD: guard bytes of a block on neuron:" << deviceIndexOf(a)
+      << " were overwritten, found when the block was freed.\n  block: " << f.requested << " bytes ("
+      << humanBytes(f.requested) << ") at " << ptr << "\n  first damaged byte: ";
+  if (f.first_damaged_byte >= 0)
+    msg << "offset " << f.first_damaged_byte << " from the data pointer, byte "
+        << (f.first_damaged_byte - static_cast<int64_t>(f.requested) + 1)
+        << " past the end (an out-of-bounds write after the data)";
+  else
+    msg << "byte " << -f.first_damaged_byte << " before the start (an out-of-bounds write before the data)";
+  msg << "\n  allocated at (most recent call last):\n" << history::allocationSite(ptr)
+      << "  A kernel or a host write through data_ptr() wrote beyond this tensor. Aborting: the write may have "
+         "corrupted another tensor. torch_neuron_sim.memory.check_guards() finds damage without aborting.\n";
+  std::fputs(msg.str().c_str(), stderr);
+  std::fflush(stderr);
+  std::abort();
+}
+
+}  // namespace
+
+void arenaDelete(void* ptr) {
+  if (!ptr) return;
+  Arena* a = runtime::arenaOwning(ptr);
+  if (!a) return;
+  if (C10_LIKELY(!runtime::debugModes())) {
+    a->free(ptr);
+    return;
+  }
+  runtime::FreedBlock f = a->free(ptr);
+  if (f.guard_damaged) reportGuardDamage(a, ptr, f);
+  if (runtime::debugModes() & (runtime::kHistory | runtime::kGuard)) history::recordFree(ptr, f.block, f.requested);
+}
+
+c10::DataPtr allocateOn(int device, size_t bytes, c10::Device label) {
+  if (runtime::inBadFork()) runtimeCall(&runtime::checkNotForked);
+  Arena* arena = runtimeCall([&] { return &runtime::arena(device); });
+  // One relaxed load: poisoning, guards, injected failures and history all
+  // live behind this word, so the common path pays nothing for them.
+  const uint32_t modes = runtime::debugModes();
+  const bool injected = C10_UNLIKELY(modes & runtime::kFailAlloc) && bytes > 0 && runtime::consumeAllocation();
+  void* p = injected ? nullptr : arena->allocate(bytes);
+  if (!p && bytes > 0) {
+    // As the real allocator: synchronize (kernels are synchronous here),
+    // release what can be released, retry once. Nothing is cached, but
+    // tensors kept alive only by unreachable Python reference cycles can be:
+    // the reclaim hook runs Python's garbage collector.
+    if (injected) {
+      arena->countRequest();
+    } else {
+      if (g_reclaim) g_reclaim();
+      p = arena->allocate(bytes);
+    }
+    if (p) {
+      arena->countRetry();
+    } else {
+      arena->countOom();
+      const uint64_t cap = arena->capacity(), limit = arena->limit(), in_use = arena->bytesInUse();
+      if (modes & runtime::kHistory) history::recordOom(device, bytes, limit > in_use ? limit - in_use : 0);
+      std::ostringstream why;
+      if (injected)
+        why << " This failure was injected (NEURON_SIM_FAIL_ALLOC_AT or torch_neuron_sim.inject_oom).";
+      if (limit < cap)
+        why << " set_per_process_memory_fraction limits this process to " << humanBytes(limit) << " (" << limit
+            << " bytes) of it.";
+      TORCH_CHECK_WITH(OutOfMemoryError, false,
+          "neuron out of memory on neuron:", device, ". Tried to allocate ", humanBytes(bytes), " (", bytes,
+          " bytes); the device has ", humanBytes(cap), " of HBM (", cap,
+          " bytes) with ", humanBytes(in_use), " (", in_use,
+          " bytes) in use and a largest free block of ", humanBytes(arena->largestFreeBlock()), ".", why.str(),
+          " NRT allocation failed for size ", bytes, " (OOM). Free tensors you no longer need, "
+          "lower the batch size, or model a larger device with NEURON_SIM_PROFILE / NEURON_SIM_HBM_GB.");
+    }
+  }
+  if (C10_UNLIKELY(modes & (runtime::kHistory | runtime::kGuard)) && p) history::recordAlloc(device, p, bytes);
+  return c10::DataPtr(p, p, &arenaDelete, label);
+}
+
+void setReclaimHook(void (*hook)()) { g_reclaim = hook; }
+
+ArenaScope::ArenaScope(int device) : previous_(t_arena_device) { t_arena_device = device; }
+ArenaScope::~ArenaScope() { t_arena_device = previous_; }
+
+void installHostAllocatorWrapper() {
+  static HostAllocatorWrapper* wrapper = [] {
+    g_cpu_raw_deleter = c10::GetCPUAllocator()->raw_deleter();
+    auto* w = new HostAllocatorWrapper(c10::GetCPUAllocator());
+    c10::SetAllocator(c10::kCPU, w, /*priority=*/100);
+    return w;
+  }();
+  (void)wrapper;
+}
+
+// Registered at load: what `torch.empty(..., device="neuron")` allocates with.
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_device_allocator);
+
+}  // namespace neuron_sim

@@ -1,0 +1,77 @@
+// torch_neuron_sim._C's functions about the path of an op: the native set
+// (torch_neuron_sim.native_ops), op tracking (.tracking), the fallback policy,
+// the 64-bit rule (.dtype_policy), the compile cache and its metrics
+// (.compile_cache, .metrics), and what the migration report reads (.report).
+#include "aten/execution/compile_cache.h"
+#include "aten/execution/dtype_policy.h"
+#include "aten/execution/execution.h"
+#include "aten/execution/fallback_policy.h"
+#include "aten/execution/op_table.h"
+#include "aten/kernels/copy.h"
+#include "bindings/bindings.h"
+
+namespace neuron_sim::bindings {
+
+void registerExecutionBindings(py::module_& m) {
+  // The native set and op tracking
+  m.def("_set_native_ops", &setNativeOps);
+  m.def("_native_ops", &nativeOps);
+  m.def("_untracked_op_names", &untrackedOpNames);
+  m.def("_register_native_kernels", &registerNativeKernels);
+  m.def("_op_counts", [] {
+    py::list out;
+    for (const auto& c : opCounts()) out.append(py::make_tuple(c.name, c.executed, c.fallbacks));
+    return out;
+  });
+  m.def("_clear_op_tracking", &clearOpTracking);
+  m.def("_host_device_copies", &hostDeviceCopies);
+  m.def("_op_stats", [] {
+    py::list out;
+    for (const auto& s : opStats())
+      out.append(asDict(s, NEURON_FIELD(OpStats, name), NEURON_FIELD(OpStats, native),
+                        NEURON_FIELD(OpStats, executed), NEURON_FIELD(OpStats, fallbacks),
+                        NEURON_FIELD(OpStats, downcasts_f64), NEURON_FIELD(OpStats, downcasts_i64),
+                        NEURON_FIELD(OpStats, compilations), NEURON_FIELD(OpStats, cache_hits)));
+    return out;
+  });
+
+  // The fallback policy
+  m.def("_set_fallback_mode", [](const std::string& mode) {
+    if (mode == "error") setFallbackMode(FallbackMode::kError);
+    else if (mode == "warn") setFallbackMode(FallbackMode::kWarn);
+    else throw py::value_error("fallback mode must be 'warn' or 'error', got '" + mode + "'");
+  });
+  m.def("_fallback_mode", [] { return fallbackMode() == FallbackMode::kError ? "error" : "warn"; });
+  m.def("_set_fallback_only_for_unimplemented", &setFallbackOnlyForUnimplemented);
+  m.def("_set_report_active", &setReportActive);
+  m.def("_note_unsupported", &noteUnsupported);
+  m.def("_unsupported_hits", &unsupportedHits);
+  m.def("_clear_unsupported_hits", &clearUnsupportedHits);
+
+  // The 64-bit rule
+  m.def("_set_dtype_policy", [](const std::string& p) {
+    if (p == "exact") setDtypePolicy(DtypePolicy::kExact);
+    else if (p == "trainium") setDtypePolicy(DtypePolicy::kTrainium);
+    else throw py::value_error("dtype policy must be 'trainium' or 'exact', got '" + p + "'");
+  });
+  m.def("_dtype_policy", [] { return dtypePolicy() == DtypePolicy::kExact ? "exact" : "trainium"; });
+  m.def("_host_casts64", &hostCasts64);
+  m.def("_clear_host_casts64", &clearHostCasts64);
+
+  // The compile cache and its metrics
+  m.def("_clear_compile_cache", &clearCompileCache);
+  m.def("_set_compile_latency_ms", &setCompileLatencyMs);
+  m.def("_compile_latency_ms", &compileLatencyMs);
+  m.def("_set_in_graph_launch", &setInGraphLaunch);
+  m.def("_set_metrics_enabled", &setMetricsEnabled);
+  m.def("_metrics_enabled", &metricsEnabled);
+  m.def("_compile_metrics", [] {
+    return asDict(compileMetrics(), NEURON_FIELD(CompileMetrics, total_compilations),
+                  NEURON_FIELD(CompileMetrics, in_memory_hits), NEURON_FIELD(CompileMetrics, in_memory_misses),
+                  NEURON_FIELD(CompileMetrics, time_samples), NEURON_FIELD(CompileMetrics, time_total_ns),
+                  NEURON_FIELD(CompileMetrics, time_min_ns), NEURON_FIELD(CompileMetrics, time_max_ns));
+  });
+  m.def("_clear_compile_metrics", &clearCompileMetrics);
+}
+
+}  // namespace neuron_sim::bindings

@@ -1,0 +1,166 @@
+// torch_neuron_sim._C's memory functions (torch_neuron_sim.memory,
+// .fault_injection): statistics, history and snapshots, guard checks,
+// injected failures, the per-process limit, the debug modes, and deliberate
+// host access under NEURON_SIM_PROTECT. Queries and settings only; nothing
+// here is on the allocation path.
+#include <memory>
+#include <unordered_map>
+
+#include "aten/memory/memory_history.h"
+#include "bindings/bindings.h"
+#include "runtime/debug_modes.h"
+#include "runtime/device.h"
+#include "runtime/fault_injection.h"
+#include "runtime/host_access.h"
+
+namespace neuron_sim::bindings {
+namespace {
+
+py::dict statDict(const runtime::Stat& s) {
+  return asDict(s, NEURON_FIELD(runtime::Stat, current), NEURON_FIELD(runtime::Stat, peak),
+                NEURON_FIELD(runtime::Stat, allocated), NEURON_FIELD(runtime::Stat, freed));
+}
+
+py::dict memoryStats(const runtime::ArenaStats& s) {
+  py::dict d = asDict(s, NEURON_FIELD(runtime::ArenaStats, num_alloc_retries),
+                      NEURON_FIELD(runtime::ArenaStats, num_ooms), NEURON_FIELD(runtime::ArenaStats, num_tensor_frees),
+                      NEURON_FIELD(runtime::ArenaStats, allocation_requests));
+  d["allocated_bytes"] = statDict(s.allocated_bytes);
+  d["reserved_bytes"] = statDict(s.reserved_bytes);
+  d["active_bytes"] = statDict(s.active_bytes);
+  return d;
+}
+
+// Frame lists shared by many entries become one Python list, which pickle
+// then stores once.
+struct FrameConverter {
+  std::unordered_map<const void*, py::list> done;
+  py::list operator()(const history::Stack& st) {
+    if (!st) return py::list();
+    auto it = done.find(st.get());
+    if (it != done.end()) return it->second;
+    py::list l;
+    for (const history::Frame& f : *st) l.append(asDict(f, NEURON_FIELD(history::Frame, filename),
+                                                       NEURON_FIELD(history::Frame, line),
+                                                       NEURON_FIELD(history::Frame, name)));
+    done.emplace(st.get(), l);
+    return l;
+  }
+};
+
+// torch.cuda.memory._snapshot()'s structure: one segment per device arena
+// (the whole HBM, reserved up front) with its blocks in address order, and a
+// trace of allocator actions per device.
+py::dict snapshotDict(const history::Snapshot& snap) {
+  FrameConverter frames;
+  py::list segments;
+  for (const auto& s : snap.segments) {
+    py::list blocks;
+    for (const auto& b : s.blocks) {
+      py::dict d = asDict(b, NEURON_FIELD(history::SnapshotBlock, address), NEURON_FIELD(history::SnapshotBlock, size),
+                          NEURON_FIELD(history::SnapshotBlock, requested_size));
+      d["state"] = b.allocated ? "active_allocated" : "inactive";
+      d["frames"] = frames(b.frames);
+      blocks.append(d);
+    }
+    py::dict seg = asDict(s, NEURON_FIELD(history::SnapshotSegment, device),
+                          NEURON_FIELD(history::SnapshotSegment, address),
+                          NEURON_FIELD(history::SnapshotSegment, total_size),
+                          NEURON_FIELD(history::SnapshotSegment, allocated_size),
+                          NEURON_FIELD(history::SnapshotSegment, requested_size));
+    seg["active_size"] = s.allocated_size;
+    seg["stream"] = 0;
+    seg["segment_type"] = "large";
+    seg["segment_pool_id"] = py::make_tuple(0, 0);
+    seg["is_expandable"] = false;
+    seg["frames"] = py::list();
+    seg["blocks"] = blocks;
+    segments.append(seg);
+  }
+  py::list device_traces;
+  for (const auto& entries : snap.device_traces) {
+    py::list trace;
+    for (const history::TraceEntry& e : entries) {
+      py::dict d;
+      d["action"] = history::actionName(e.action);
+      if (e.action != history::Action::kOom) d["addr"] = e.addr;
+      d["size"] = e.size;
+      d["stream"] = 0;
+      d["time_us"] = e.time_us;
+      d["frames"] = frames(e.frames);
+      if (e.action == history::Action::kOom) d["device_free"] = e.device_free;
+      trace.append(d);
+    }
+    device_traces.append(trace);
+  }
+  py::dict out;
+  out["segments"] = segments;
+  out["device_traces"] = device_traces;
+  py::dict settings;
+  settings["PYTORCH_NO_CUDA_MEMORY_CACHING"] = true;  // freed blocks return to the arena at once
+  out["allocator_settings"] = settings;
+  return out;
+}
+
+// `with _HostAccess(): ...` holds a runtime::HostAccess on this thread.
+struct HostAccessContext {
+  std::unique_ptr<runtime::HostAccess> access;
+};
+
+}  // namespace
+
+void registerMemoryBindings(py::module_& m) {
+  m.def("_memory_stats", [](int i) { return memoryStats(runtime::arena(i).stats()); });
+  m.def("_capacity", [](int i) { return runtime::arena(i).capacity(); });
+  m.def("_arena_blocks", [](int i) {
+    py::list out;
+    for (const auto& b : runtime::arena(i).blocks()) out.append(py::make_tuple(b.offset, b.size, b.requested, b.allocated));
+    return out;
+  });
+  m.def("_arena_base", [](int i) { return runtime::arena(i).base(); });
+  m.def("_reset_peak", [](int i) { runtime::arena(i).resetPeak(); });
+  m.def("_reset_accumulated", [](int i) { runtime::arena(i).resetAccumulated(); });
+  m.def("_release_free_pages", [](int i) { runtime::arena(i).releaseFreePages(); });
+
+  m.def("_record_memory_history", &history::recordHistory, py::arg("enabled"), py::arg("context"),
+        py::arg("max_entries"), py::arg("clear_history"));
+  m.def("_memory_snapshot", [] { return snapshotDict(history::snapshot()); });
+  m.def("_allocation_site",
+        [](uintptr_t data) { return history::allocationSite(reinterpret_cast<const void*>(data)); });
+  m.def("_check_guards", [] {
+    py::list out;
+    for (int i = 0; i < runtime::deviceCount(); ++i) {
+      runtime::Arena* a = runtime::reservedArena(i);
+      if (!a) continue;
+      for (const auto& d : a->checkGuards())
+        out.append(py::make_tuple(i, d.data, d.requested, d.first_damaged_byte,
+                                  history::allocationSite(reinterpret_cast<const void*>(d.data))));
+    }
+    return out;
+  });
+  m.def("_arm_alloc_failure", &runtime::armAllocationFailure);
+  m.def("_allocations_until_failure", &runtime::allocationsUntilFailure);
+  m.def("_set_memory_limit", [](int i, uint64_t bytes) { runtime::arena(i).setLimit(bytes); });
+  m.def("_memory_limit", [](int i) { return runtime::arena(i).limit(); });
+  // Host access to arena pages under NEURON_SIM_PROTECT, for code that reads
+  // device bytes on purpose (tests, inspectors).
+  py::class_<HostAccessContext>(m, "_HostAccess")
+      .def(py::init<>())
+      .def("__enter__", [](HostAccessContext& c) { c.access = std::make_unique<runtime::HostAccess>(); })
+      .def("__exit__", [](HostAccessContext& c, py::args) { c.access.reset(); });
+  m.def("_debug_modes", [] {
+    py::dict d;
+    d["poison"] = runtime::debugMode(runtime::kPoison);
+    d["guard"] = runtime::debugMode(runtime::kGuard);
+    d["protect"] = runtime::debugMode(runtime::kProtect);
+    return d;
+  });
+  m.def("_set_debug_mode", [](const std::string& name, bool on) {
+    // Protection is fixed at start-up: arenas are mapped accordingly.
+    if (name == "poison") runtime::setDebugMode(runtime::kPoison, on);
+    else if (name == "guard") runtime::setDebugMode(runtime::kGuard, on);
+    else throw py::value_error("debug mode must be 'poison' or 'guard' (NEURON_SIM_PROTECT is set at start-up)");
+  });
+}
+
+}  // namespace neuron_sim::bindings

@@ -1,0 +1,19 @@
+// torch_neuron_sim._C: what the Python layer needs from C++, one
+// registration per concept (bindings.h). Loading the library also registers
+// the device with PyTorch (the ATen layer's static registrations); this
+// function only installs the allocator wrapper and the Python callbacks.
+// Nothing here is on the per-op path: these are queries and settings.
+#include "aten/memory/allocator.h"
+#include "bindings/bindings.h"
+
+PYBIND11_MODULE(_C, m) {
+  using namespace neuron_sim;
+  m.doc() = "torch_neuron_sim C++ core: the simulated Trainium device behind PyTorch's PrivateUse1 key";
+  installHostAllocatorWrapper();
+  bindings::registerPythonCallbacks(m);
+  bindings::registerDeviceBindings(m);
+  bindings::registerMemoryBindings(m);
+  bindings::registerRandomBindings(m);
+  bindings::registerExecutionBindings(m);
+  bindings::registerProfilerBindings(m);
+}

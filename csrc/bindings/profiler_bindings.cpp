@@ -1,0 +1,184 @@
+// The profiler's Python surface (torch_neuron_sim.profiler): the device
+// timeline as plain data, the cost model's settings and closed forms, and the
+// record_* functions other layers call. Nothing here is on the per-op path.
+#include "bindings/bindings.h"
+#include "profiler/record.h"
+#include "profiler/timeline_api.h"
+#include "runtime/cost_model.h"
+#include "runtime/device_timeline.h"
+
+#include <tuple>
+
+namespace neuron_sim::bindings {
+namespace {
+
+using runtime::CostConstants;
+using runtime::CostModel;
+using runtime::MathClass;
+using runtime::TensorShape;
+
+MathClass mathOf(const std::string& dtype) {
+  if (dtype == "bfloat16" || dtype == "float16" || dtype == "half") return MathClass::kBf16;
+  if (dtype.rfind("float8", 0) == 0) return MathClass::kFp8;
+  return MathClass::kFp32;
+}
+
+int elemBytesOf(const std::string& dtype) {
+  if (dtype.rfind("float8", 0) == 0 || dtype == "int8" || dtype == "uint8" || dtype == "bool") return 1;
+  if (dtype == "bfloat16" || dtype == "float16" || dtype == "half" || dtype == "int16") return 2;
+  return 4;  // 64-bit types are stored in 32 bits on the device
+}
+
+// [(sizes, dtype name), ...] as the Python side describes tensors.
+std::vector<TensorShape> shapesOf(const std::vector<std::pair<std::vector<int64_t>, std::string>>& ts) {
+  std::vector<TensorShape> out;
+  for (const auto& [sizes, dtype] : ts) out.push_back({sizes, elemBytesOf(dtype), mathOf(dtype)});
+  return out;
+}
+
+py::dict costDict(const runtime::Cost& c) {
+  py::dict d;
+  d["seconds"] = c.seconds;
+  d["launch_seconds"] = c.launch_seconds;
+  d["bound"] = runtime::regimeName(c.regime);
+  return d;
+}
+
+py::dict modelDict(const CostModel& m) {
+  py::dict d, peak;
+  d["profile"] = m.profile();
+  d["lnc"] = m.lnc();
+  peak["float8"] = m.peakFlops(MathClass::kFp8);
+  peak["bfloat16"] = m.peakFlops(MathClass::kBf16);
+  peak["float32"] = m.peakFlops(MathClass::kFp32);
+  d["peak_flops"] = peak;
+  d["hbm_bytes_per_s"] = m.hbmBytesPerSecond();
+  d["link_bytes_per_s"] = m.linkBytesPerSecond();
+  const CostConstants& k = m.constants();
+  d["launch_overhead_s"] = k.launch_overhead_s;
+  d["host_device_bytes_per_s"] = k.host_device_bytes_per_s;
+  d["transfer_latency_s"] = k.transfer_latency_s;
+  d["compile_s"] = k.compile_s;
+  d["collective_latency_s"] = k.collective_latency_s;
+  return d;
+}
+
+CostModel modelFrom(const std::string& profile, int lnc, const py::dict& overrides) {
+  CostConstants k;
+  for (auto [key, value] : overrides) {
+    const std::string name = py::str(key);
+    const double v = value.cast<double>();
+    if (v < 0) throw py::value_error("cost model constant " + name + " must be >= 0, got " + std::to_string(v));
+    if (name == "launch_overhead_s") k.launch_overhead_s = v;
+    else if (name == "host_device_bytes_per_s") k.host_device_bytes_per_s = v;
+    else if (name == "transfer_latency_s") k.transfer_latency_s = v;
+    else if (name == "compile_s") k.compile_s = v;
+    else if (name == "collective_latency_s") k.collective_latency_s = v;
+    else throw py::value_error("unknown cost model constant '" + name + "'");
+  }
+  try {
+    return CostModel(profile, lnc, k);
+  } catch (const std::invalid_argument& e) {
+    throw py::value_error(e.what());
+  }
+}
+
+py::dict eventDict(const runtime::DeviceEvent& e) {
+  py::dict d;
+  d["kind"] = runtime::eventKindName(e.kind);
+  d["name"] = e.name ? *e.name : std::string();
+  d["device"] = e.device;
+  d["stream"] = e.stream;
+  d["issue_ns"] = e.issue_ns;
+  d["host_end_ns"] = e.host_end_ns;
+  d["start_ns"] = e.start_ns;
+  d["end_ns"] = e.end_ns;
+  d["seconds"] = e.seconds;
+  d["launch_seconds"] = e.launch_seconds;
+  d["flops"] = e.flops;
+  d["bytes"] = e.bytes;
+  d["bound"] = runtime::regimeName(e.regime);
+  d["in_fallback"] = e.in_fallback;
+  d["correlation"] = e.correlation;
+  return d;
+}
+
+const profiler::TimelineApi kApi = {
+    profiler::kTimelineApiVersion,
+    &runtime::addRecorder,
+    &runtime::removeRecorder,
+    &runtime::eventCount,
+    [](uint64_t from, uint64_t to, std::vector<runtime::DeviceEvent>* out) { *out = runtime::events(from, to); },
+    &profiler::pushCorrelation,
+    &profiler::popCorrelation,
+};
+
+}  // namespace
+
+void registerProfilerBindings(py::module_& m) {
+  m.def("_prof_timeline_api", []() {
+    return py::capsule(static_cast<const void*>(&kApi), profiler::kTimelineApiCapsule);
+  });
+  m.def("_prof_add_recorder", &runtime::addRecorder);
+  m.def("_prof_remove_recorder", &runtime::removeRecorder);
+  m.def("_prof_event_count", &runtime::eventCount);
+  m.def("_prof_events", [](uint64_t from, uint64_t to) {
+    py::list out;
+    for (const auto& e : runtime::events(from, to)) out.append(eventDict(e));
+    return out;
+  });
+  m.def("_prof_set_model_clock", &runtime::setModelClock);
+  m.def("_prof_model_clock_on", &runtime::modelClockOn);
+  m.def("_prof_model_clock_ns", &runtime::modelClockNs);
+  m.def("_prof_cost_model", []() { return modelDict(*runtime::costModel()); });
+  m.def("_prof_set_cost_model", [](const std::string& profile, int lnc, const py::dict& overrides) {
+    runtime::setCostModel(modelFrom(profile, lnc, overrides));
+  });
+  m.def("_prof_model_figures", [](const std::string& profile, int lnc, const py::dict& overrides) {
+    return modelDict(modelFrom(profile, lnc, overrides));
+  });
+  // The model's answer for one op described in Python: for tests and docs.
+  m.def("_prof_op_cost", [](const std::string& profile, int lnc, const std::string& op,
+                            const std::vector<std::pair<std::vector<int64_t>, std::string>>& inputs,
+                            const std::vector<std::pair<std::vector<int64_t>, std::string>>& outputs) {
+    const CostModel model = modelFrom(profile, lnc, py::dict());
+    const runtime::Work w = runtime::workOf(runtime::formulaOf(op), shapesOf(inputs), shapesOf(outputs));
+    py::dict d = costDict(model.kernel(w));
+    d["flops"] = w.flops;
+    d["bytes"] = w.bytes;
+    return d;
+  });
+  m.def("_prof_transfer_cost", [](const std::string& profile, int lnc, double bytes) {
+    return costDict(modelFrom(profile, lnc, py::dict()).transfer(bytes));
+  });
+  m.def("_prof_collective_cost", [](const std::string& profile, int lnc, const std::string& name, double bytes,
+                                    int world) {
+    return costDict(modelFrom(profile, lnc, py::dict()).collective(name, bytes, world));
+  });
+  m.def("_prof_recording", &profiler::recording);
+  m.def("_prof_now_ns", &runtime::wallNowNs);
+  // A compiled graph: [(op name, [(sizes, dtype)] inputs, outputs, bytes crossing the graph's boundary)].
+  // Matmul-like kernels read and write all their tensors; fused ones only the boundary's.
+  m.def("_prof_register_graph",
+        [](const std::string& name,
+           const std::vector<std::tuple<std::string, std::vector<std::pair<std::vector<int64_t>, std::string>>,
+                                        std::vector<std::pair<std::vector<int64_t>, std::string>>, double>>& nodes) {
+          std::vector<runtime::Work> kernels;
+          for (const auto& [op, ins, outs, boundary_bytes] : nodes) {
+            const runtime::OpFormula f = runtime::formulaOf(op);
+            runtime::Work w = runtime::workOf(f, shapesOf(ins), shapesOf(outs));
+            if (!runtime::isLibraryKernel(f)) w.bytes = boundary_bytes;
+            kernels.push_back(w);
+          }
+          return profiler::registerGraph(name, std::move(kernels));
+        });
+  m.def("_prof_record_graph_run", &profiler::recordGraphRun);
+  m.def("_prof_record_collective", &profiler::recordCollective);
+  m.def("_prof_record_graph_compile", &profiler::recordGraphCompile);
+  m.def("_prof_record_graph_launch", [](const std::string& name, int device, double flops, double bytes,
+                                        const std::string& dtype) {
+    profiler::recordGraphLaunch(name, device, flops, bytes, mathOf(dtype));
+  });
+}
+
+}  // namespace neuron_sim::bindings

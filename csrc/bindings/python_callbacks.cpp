@@ -1,0 +1,97 @@
+// The upward path: the few places where C++ below this layer must call
+// Python. Each is a plain function pointer owned by the C++ that calls it,
+// set here at import to a function that takes the GIL and calls Python:
+//   fallback logger   aten/execution/fallback_policy.h  setFallbackAnnouncer   (tracking.py's logger)
+//   fallback reporter aten/execution/fallback_policy.h  setFallbackReporter    (report.py's recorder)
+//   reclaim hook      aten/memory/allocator.h           setReclaimHook         (gc.collect before an OOM retry)
+//   stack capture     aten/memory/memory_history.h      history::setStackCapture (the allocating Python frames)
+// Each callback gives up quietly once the interpreter is finalizing, and
+// reports a Python error as unraisable: the op that triggered it goes on.
+#include "aten/execution/fallback_policy.h"
+#include "aten/memory/allocator.h"
+#include "aten/memory/memory_history.h"
+#include "bindings/bindings.h"
+
+#include <memory>
+#include <vector>
+
+namespace neuron_sim::bindings {
+namespace {
+
+bool pythonUsable() { return Py_IsInitialized() && !_Py_IsFinalizing(); }
+
+// Calls a Python callable kept in `slot` (leaked on purpose: called until interpreter exit).
+void callPython(py::object* slot, const std::string& arg, const char* what) {
+  if (!slot || !pythonUsable()) return;
+  py::gil_scoped_acquire gil;
+  try {
+    (*slot)(arg);
+  } catch (py::error_already_set& e) {
+    e.discard_as_unraisable(what);
+  }
+}
+
+py::object* g_logger = nullptr;
+py::object* g_reporter = nullptr;
+
+void announceThroughPython(const std::string& name) { callPython(g_logger, name, "torch_neuron_sim fallback logger"); }
+void reportThroughPython(const std::string& name) { callPython(g_reporter, name, "torch_neuron_sim migration report"); }
+
+// Before retrying an allocation that did not fit: collect Python reference
+// cycles, which may be all that keeps some device tensors alive.
+void collectGarbage() {
+  if (!pythonUsable()) return;
+  py::gil_scoped_acquire gil;
+  try {
+    py::module_::import("gc").attr("collect")();
+  } catch (py::error_already_set& e) {
+    e.discard_as_unraisable("torch_neuron_sim OOM reclaim");
+  }
+}
+
+// The calling thread's Python stack, innermost frame first. Ops run with the
+// GIL released, so take it back: the thread's frames are intact while it
+// waits in C++. The history calls this with no arena or history lock held,
+// so waiting for the GIL cannot deadlock against them. Threads without
+// Python frames (autograd workers) get an empty stack.
+history::Stack capturePythonStack() {
+  auto frames = std::make_shared<std::vector<history::Frame>>();
+  if (!pythonUsable()) return frames;
+  py::gil_scoped_acquire gil;
+  PyFrameObject* f = PyEval_GetFrame();
+  Py_XINCREF(f);
+  while (f) {
+    PyCodeObject* code = PyFrame_GetCode(f);
+    const char* file = PyUnicode_AsUTF8(code->co_filename);
+    const char* name = PyUnicode_AsUTF8(code->co_name);
+    if (!file || !name) PyErr_Clear();
+    frames->push_back({file ? file : "?", name ? name : "?", PyFrame_GetLineNumber(f)});
+    Py_DECREF(code);
+    PyFrameObject* back = PyFrame_GetBack(f);
+    Py_DECREF(f);
+    f = back;
+  }
+  return frames;
+}
+
+void keep(py::object*& slot, py::object fn) {
+  if (!slot) slot = new py::object();
+  *slot = std::move(fn);
+}
+
+}  // namespace
+
+void registerPythonCallbacks(py::module_& m) {
+  setReclaimHook(&collectGarbage);
+  history::setStackCapture(&capturePythonStack);
+  m.def("_set_fallback_logger", [](py::object fn) {
+    keep(g_logger, std::move(fn));
+    setFallbackAnnouncer(&announceThroughPython);
+  });
+  m.def("_set_fallback_reporter", [](py::object fn) {
+    keep(g_reporter, std::move(fn));
+    setFallbackReporter(&reportThroughPython);
+  });
+}
+
+}  // namespace neuron_sim::bindings

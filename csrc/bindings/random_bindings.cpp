@@ -1,0 +1,40 @@
+// torch_neuron_sim._C's random-number functions: each device's default
+// generator (torch_neuron_sim.random), under the generator's own mutex.
+#include <ATen/ops/empty.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "aten/device/generator.h"
+#include "bindings/bindings.h"
+
+namespace neuron_sim::bindings {
+
+void registerRandomBindings(py::module_& m) {
+  m.def("_rng_manual_seed", [](int i, uint64_t seed) {
+    at::Generator g = defaultGenerator(i);
+    std::lock_guard<std::mutex> lock(g.mutex());
+    g.set_current_seed(seed);
+  });
+  m.def("_rng_seed", [](int i) {
+    at::Generator g = defaultGenerator(i);
+    std::lock_guard<std::mutex> lock(g.mutex());
+    return g.seed();
+  });
+  m.def("_rng_initial_seed", [](int i) { return defaultGenerator(i).current_seed(); });
+  m.def("_rng_get_state", [](int i) {
+    at::Generator g = defaultGenerator(i);
+    std::lock_guard<std::mutex> lock(g.mutex());
+    at::Tensor t = g.get_state();
+    return py::bytes(static_cast<const char*>(t.const_data_ptr()), t.numel());
+  });
+  m.def("_rng_set_state", [](int i, const std::string& bytes) {
+    at::Generator g = defaultGenerator(i);
+    std::lock_guard<std::mutex> lock(g.mutex());
+    at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::TensorOptions().dtype(at::kByte));
+    std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+    g.set_state(t);
+  });
+}
+
+}  // namespace neuron_sim::bindings

@@ -1,0 +1,99 @@
+"""The torch_neuronx API over the emulator: `import torch_neuronx` through
+the opt-in alias, the real functions and error messages, and the real
+backend's environment variables that carry meaning here."""
+import pytest
+import torch
+
+import torch_neuron_sim
+from conftest import run_python
+
+
+def test_alias_env_makes_torch_neuronx_importable():
+    r = run_python("""
+        import torch
+        import torch_neuronx
+        from torch_neuronx import metrics
+        import torch_neuronx.memory
+        print(torch_neuronx.__name__, torch_neuronx.device_count())
+        x = torch.ones(3, device="neuron")
+        torch_neuronx.clear_op_tracking()
+        torch.cumprod(x, 0) + x
+        print(torch_neuronx.get_fallback_ops(), torch_neuronx.get_executed_ops())
+        print(repr(torch_neuronx.get_device_properties(0)))
+        print(torch_neuronx.is_neuron_runtime_initialized(), torch_neuronx.get_dynamo_metrics())
+        print(torch_neuronx.current_stream() is not None, metrics.report().splitlines()[0])
+        try:
+            torch_neuronx.set_device(99)
+        except ValueError as e:
+            print(e)
+    """, env={"NEURON_SIM_TORCH_NEURONX_ALIAS": "1", "NEURON_RT_NUM_CORES": "4"})
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "torch_neuron_sim.torch_neuronx 4"
+    assert lines[1] == "['aten::cumprod.out'] ['aten::add']"
+    assert lines[2].startswith("<NeuronDeviceProperties(name='trn")
+    assert lines[3] == "True []"
+    assert lines[4] == "True === Neuron Metrics Report ==="
+    assert lines[5] == "Invalid device id: 99. Valid range is 0 to 3"
+
+
+def test_no_alias_without_opt_in():
+    import sys
+    assert "torch_neuronx" not in sys.modules
+    with pytest.raises(ImportError):
+        import torch_neuronx  # noqa: F401
+    try:
+        torch_neuron_sim.install_torch_neuronx_alias()
+        import torch_neuronx
+        assert torch_neuronx.get_device_properties("neuron:0").total_memory > 0
+        assert sys.modules["torch_neuronx.metrics"] is torch_neuron_sim.metrics
+    finally:
+        for name in ("torch_neuronx", "torch_neuronx.metrics", "torch_neuronx.memory"):
+            sys.modules.pop(name, None)
+
+
+ENV_PROBE = """
+    import torch, torch_neuron_sim
+    torch.cumprod(torch.ones(3, device="neuron"), 0)
+    try:
+        torch.mm(torch.ones(2, 3, device="neuron"), torch.ones(4, 5, device="neuron"))
+    except RuntimeError as e:
+        print(str(e).splitlines()[0])
+"""
+
+
+def test_strict_fallback_and_quiet_log():
+    # TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1: a native op that fails raises the real message;
+    # TORCH_NEURONX_LOG_LEVEL=0 (ERROR): the fallback warning is not printed.
+    r = run_python(ENV_PROBE, env={"TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS": "1",
+                                   "TORCH_NEURONX_LOG_LEVEL": "0"})
+    assert r.stdout.startswith("CPU fallback disabled because TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1: "
+                               "operator 'aten::mm' is implemented on Neuron but failed: mat1 and mat2 shapes"), r
+    assert "fell back to CPU" not in r.stderr
+
+
+def test_default_fallback_and_log():
+    r = run_python(ENV_PROBE, env={"TORCH_NEURONX_LOG_LEVEL": "1"})
+    assert r.stdout.startswith("mat1 and mat2 shapes cannot be multiplied"), r
+    assert "Operator 'aten::cumprod.out' fell back to CPU" in r.stderr
+
+
+def test_module_functions_match_the_real_names():
+    from torch_neuron_sim import torch_neuronx
+    for name in ("device_count", "current_device", "set_device", "get_device_properties", "empty_cache",
+                 "get_fallback_ops", "get_executed_ops", "clear_op_tracking", "synchronize", "current_stream",
+                 "default_stream", "set_stream", "stream", "device", "Stream", "Event", "memory_stats",
+                 "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+                 "reset_peak_memory_stats", "reset_accumulated_memory_stats", "memory_summary",
+                 "get_dynamo_metrics", "reset_dynamo_metrics", "nki_op", "wrap_nki", "NeuronProfiler",
+                 "is_neuron_runtime_initialized", "_lazy_init"):
+        assert callable(getattr(torch_neuronx, name)), name
+    for name in ("is_enabled", "set_enabled", "get_counter_names", "get_counter_value", "get_metric_names",
+                 "get_metric_data", "report", "report_filtered", "clear_counters", "clear_metrics", "clear_all",
+                 "get_compilation_metrics"):
+        assert callable(getattr(torch_neuronx.metrics, name)), name
+    assert set(torch_neuronx._C._get_compilation_cache_stats()) == {"total_entries", "cache_hits", "cache_misses",
+                                                             "hit_rate"}
+    assert torch.neuron.get_dynamo_metrics() == []
+    with pytest.raises(AttributeError, match="emulator"):
+        torch_neuronx.memory_snapshot  # absent on the real backend too

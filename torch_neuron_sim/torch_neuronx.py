@@ -1,0 +1,215 @@
+"""The torch_neuronx API (its `__init__.py`, `neuron.py`, `metrics.py`) over the emulator, and the opt-in
+alias that makes `import torch_neuronx` resolve to it, so code and tests
+written for the real backend run unmodified on machines without Trainium:
+
+    torch_neuron_sim.install_torch_neuronx_alias()
+    NEURON_SIM_TORCH_NEURONX_ALIAS=1 python train.py   # installed when torch (or we) is imported
+
+This module is what `torch_neuronx` becomes. Environment variables of the
+real backend that carry meaning here are read at import (see _configure):
+TORCH_NEURONX_LOG_LEVEL, TORCH_NEURONX_LOG_FILE, TORCH_NEURONX_METRICS_ENABLED,
+TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS; the device variables
+(NEURON_RT_VISIBLE_CORES, NEURON_RT_NUM_CORES, NEURON_LOGICAL_NC_CONFIG) are
+read by the C++ device table, NEURON_LAUNCH_BLOCKING by torch_neuron_sim.streams.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any, Callable
+
+from . import _C as _core, compile_cache, memory, metrics, streams as _streams
+from .device import device as _device_context
+from .device import current_device, device_count, get_device_properties, set_device, synchronize
+from .memory import (
+    empty_cache, max_memory_allocated, max_memory_reserved, memory_allocated, memory_reserved, memory_stats,
+    memory_summary, reset_accumulated_memory_stats, reset_peak_memory_stats,
+)
+from . import device as _device_module, tracking
+from .tracking import clear_op_tracking, get_executed_ops, get_fallback_ops
+
+__version__ = "0.1.0"  # the public torch_neuronx pre-release this API follows
+
+ALIAS_ENV = "NEURON_SIM_TORCH_NEURONX_ALIAS"
+_STREAM_NAMES = ("current_stream", "default_stream", "set_stream", "stream", "Stream", "Event")
+
+
+def __getattr__(name: str) -> Any:
+    # Streams and the device context manager live in their own modules.
+    if name in _STREAM_NAMES:
+        return getattr(_streams, name)
+    if name == "device":
+        return _device_context
+    raise AttributeError(f"module 'torch_neuronx' (torch_neuron_sim emulator) has no attribute '{name}'")
+
+
+class _CInternals:
+    """`torch_neuronx._C`: the internals real-backend tests use (its `_C` bindings)
+    that make sense here; everything else is the emulator's own _C."""
+
+    @staticmethod
+    def _get_compilation_cache_stats() -> dict:
+        return compile_cache.stats()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_core, name)
+
+
+_C = _CInternals()
+
+
+def is_neuron_runtime_initialized() -> bool:
+    return _device_module.is_initialized()
+
+
+def _lazy_init() -> None:
+    """Raises in a child process forked after the parent used neuron (use 'spawn')."""
+    _device_module._lazy_init()
+
+
+def get_dynamo_metrics() -> list:
+    """One NeuronCompilationMetrics per graph torch.compile(backend="neuron") compiled."""
+    from .compile import get_dynamo_metrics
+    return get_dynamo_metrics()
+
+
+def reset_dynamo_metrics() -> None:
+    """Forget the graph metrics and the Dynamo counters["neuron"] counters."""
+    from .compile import reset_dynamo_metrics
+    reset_dynamo_metrics()
+
+
+def _not_emulated(feature: str, way_out: str) -> NotImplementedError:
+    tracking.note_unsupported(feature)
+    return NotImplementedError(f"torch_neuronx emulator: {feature} cannot run here: {way_out}")
+
+
+def nki_op(*args: Any, **kwargs: Any) -> Callable:
+    """NKI kernels are Trainium machine code; the emulator cannot run them."""
+    raise _not_emulated("NKI kernels (nki_op)", "they are compiled by neuronx-cc for the NeuronCore engines. "
+                        "Keep a PyTorch reference implementation for the emulator and call the NKI kernel "
+                        "only when running on Trainium.")
+
+
+def wrap_nki(*args: Any, **kwargs: Any) -> Callable:
+    raise _not_emulated("NKI kernels (wrap_nki)", "they are compiled by neuronx-cc for the NeuronCore engines. "
+                        "Keep a PyTorch reference implementation for the emulator and call the NKI kernel "
+                        "only when running on Trainium.")
+
+
+class NRTProfilerError(RuntimeError):
+    """Misuse of NeuronProfiler (torch_neuronx.profiling's error class)."""
+
+
+class NeuronProfiler:
+    """torch_neuronx's profiler context manager. The real one has the Neuron
+    runtime write device traces to ``neuron_output_dir``; here the device rows
+    come from the cost model (docs/profiling.md): the PyTorch trace gets
+    simulated ``neuron`` rows, and ``neuron_output_dir/neuron_timeline.json``
+    holds the device events as plain data, marked as an estimate.
+    ``event_filters`` keeps only those event kinds in that file ("kernel",
+    "fallback", "copy_h2d", "copy_d2h", "copy_d2d", "compile", "collective",
+    "graph")."""
+
+    def __init__(self, pytorch_activities: Any = None, record_shapes: bool = False,
+                 pytorch_trace_file: Any = None, neuron_output_dir: Any = "./output", event_filters: Any = None):
+        import torch
+        from torch.profiler import ProfilerActivity
+
+        self.pytorch_activities = list(pytorch_activities) if pytorch_activities is not None else [
+            ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
+        self.record_shapes = record_shapes
+        self.pytorch_trace_file = None if pytorch_trace_file is None else os.fspath(pytorch_trace_file)
+        self.neuron_output_dir = None if neuron_output_dir is None else os.fspath(neuron_output_dir)
+        self.event_filters = None if event_filters is None else set(event_filters)
+        self.profiler: Any = None
+        self._timeline: Any = None
+        self._torch = torch
+
+    def is_active(self) -> bool:
+        return self._timeline is not None
+
+    def start(self) -> "NeuronProfiler":
+        if self.is_active():
+            raise NRTProfilerError("NeuronProfiler is already active; call stop() before start()")
+        from . import profiler as sim_profiler
+        self.profiler = self._torch.profiler.profile(activities=self.pytorch_activities,
+                                                     record_shapes=self.record_shapes)
+        self.profiler.__enter__()
+        self._timeline = sim_profiler.timeline().start()
+        return self
+
+    def stop(self) -> "NeuronProfiler":
+        if not self.is_active():
+            raise NRTProfilerError("NeuronProfiler is not active; call start() first")
+        timeline, self._timeline = self._timeline, None
+        timeline.stop()
+        self.profiler.__exit__(None, None, None)
+        if self.neuron_output_dir:
+            self._write_device_events(timeline.events)
+        if self.pytorch_trace_file:
+            self.export_pytorch_trace(self.pytorch_trace_file)
+        return self
+
+    def _write_device_events(self, events: list) -> None:
+        import json
+        from . import profiler as sim_profiler
+        if self.event_filters is not None:
+            events = [e for e in events if e["kind"] in self.event_filters]
+        os.makedirs(self.neuron_output_dir, exist_ok=True)
+        with open(os.path.join(self.neuron_output_dir, "neuron_timeline.json"), "w") as f:
+            json.dump({"estimate": True, "source": "torch_neuron_sim cost model (docs/profiling.md)",
+                       "model": sim_profiler.cost_model(), "events": events}, f)
+
+    def export_pytorch_trace(self, path: Any = None) -> None:
+        if self.profiler is None or self.is_active():
+            raise NRTProfilerError("export_pytorch_trace needs a stopped profile: use it after stop()")
+        path = path if path is not None else self.pytorch_trace_file
+        if path is None:
+            raise NRTProfilerError("export_pytorch_trace: no path given and no pytorch_trace_file set")
+        self.profiler.export_chrome_trace(os.fspath(path))
+
+    def key_averages(self, *args: Any, **kwargs: Any) -> Any:
+        return self.profiler.key_averages(*args, **kwargs)
+
+    def __enter__(self) -> "NeuronProfiler":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.is_active():
+            self.stop()
+
+
+# ---- environment -------------------------------------------------------------
+
+_LOG_LEVELS = {"0": logging.ERROR, "1": logging.WARNING, "2": logging.INFO, "3": logging.DEBUG,
+               "ERROR": logging.ERROR, "WARNING": logging.WARNING, "INFO": logging.INFO, "DEBUG": logging.DEBUG}
+
+
+def _configure() -> None:
+    log = logging.getLogger("torch_neuron_sim")
+    level = os.environ.get("TORCH_NEURONX_LOG_LEVEL", "").strip().upper()
+    if level:
+        if level not in _LOG_LEVELS:
+            raise ValueError(f"TORCH_NEURONX_LOG_LEVEL={level!r}: use 0-3 or ERROR, WARNING, INFO, DEBUG")
+        log.setLevel(_LOG_LEVELS[level])
+    path = os.environ.get("TORCH_NEURONX_LOG_FILE", "").strip()
+    if path:
+        handler = logging.FileHandler(path)
+        handler.setFormatter(logging.Formatter("[Neuron] [%(levelname)s] %(message)s"))
+        log.addHandler(handler)
+    only = os.environ.get("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS", "0").strip().lower()
+    tracking.set_fallback_only_for_unimplemented(only in ("1", "true", "yes"))
+    if os.environ.get(ALIAS_ENV, "").strip().lower() in ("1", "true", "yes"):
+        install_torch_neuronx_alias()
+
+
+def install_torch_neuronx_alias() -> None:
+    """Make `import torch_neuronx` (and torch_neuronx.metrics / .memory)
+    resolve to the emulator in this process. Opt-in: it shadows a real
+    torch_neuronx installation."""
+    this = sys.modules[__name__]
+    sys.modules["torch_neuronx"] = this
+    sys.modules["torch_neuronx.metrics"] = metrics
+    sys.modules["torch_neuronx.memory"] = memory
