@@ -10,7 +10,8 @@ warm training step (Dynamo and Inductor caches warm) with
 and the ratios compiled neuron / eager neuron (aim <= 0.8x) and compiled
 neuron / compiled CPU (aim <= 1.1x), best and median of interleaved batches.
 The cold compile time (first step of the compiled neuron model, forward and
-backward graphs; Inductor's on-disk caches make later runs faster) is printed too.
+backward graphs; Inductor's on-disk caches make later runs faster) is a row too.
+benchmarks/run_all.py puts these rows in docs/benchmarks.md and the README.
 
 Usage: python benchmarks/bench_compile.py [--repeats N] [--threads T]
 """
@@ -21,6 +22,9 @@ import time
 import torch
 
 import torch_neuron_sim  # noqa: F401  (registers the device)
+from timing import Row
+
+GROUP, GAIN_GROUP, COLD_GROUP = "compile", "compile-gain", "compile-cold"
 
 
 class MLP(torch.nn.Module):
@@ -92,16 +96,22 @@ def bench(name, make_model, shape, repeats, inner):
             times[k].append(timed(s, inner))
     best = {k: min(v) for k, v in times.items()}
     med = {k: statistics.median(v) for k, v in times.items()}
-    r_eager = best["compiled neuron"] / best["eager neuron"]
-    r_cpu = best["compiled neuron"] / best["compiled cpu"]
-    print(f"{name}: step  compiled neuron {best['compiled neuron'] * 1e3:7.2f} ms   eager neuron "
-          f"{best['eager neuron'] * 1e3:7.2f} ms   compiled cpu {best['compiled cpu'] * 1e3:7.2f} ms   "
-          f"(first compiled neuron step: {cold:.2f} s)")
-    print(f"  compiled/eager neuron {r_eager:5.2f}x (median {med['compiled neuron'] / med['eager neuron']:4.2f}x)"
-          f"  aim <= 0.80x {'ok' if r_eager <= 0.8 else 'MISSED'}")
-    print(f"  compiled neuron/compiled cpu {r_cpu:5.2f}x (median {med['compiled neuron'] / med['compiled cpu']:4.2f}x)"
-          f"  aim <= 1.10x {'ok' if r_cpu <= 1.1 else 'MISSED'}")
-    return {"compiled_vs_eager": r_eager, "compiled_vs_cpu": r_cpu, "cold_s": cold}
+    rows = [Row(GROUP, f"{name}: compiled neuron vs compiled CPU", best["compiled neuron"], best["compiled cpu"],
+                best["compiled neuron"] / best["compiled cpu"],
+                med["compiled neuron"] / med["compiled cpu"], 1.1),
+            Row(GAIN_GROUP, f"{name}: compiled neuron vs eager neuron", best["compiled neuron"],
+                best["eager neuron"], best["compiled neuron"] / best["eager neuron"],
+                med["compiled neuron"] / med["eager neuron"], 0.8),
+            Row(COLD_GROUP, f"{name}: first compiled step (cold Inductor compile)", cold, best["compiled neuron"],
+                cold / best["compiled neuron"], cold / med["compiled neuron"], None)]
+    for r in rows:
+        print(r.line(), flush=True)
+    return rows
+
+
+def run(repeats: int = 9) -> list[Row]:
+    return (bench("MLP 256-1024-1024-256, batch 64", MLP, (64, 256), repeats, 10)
+            + bench("transformer block d=128 h=4, batch 8x64", Block, (8, 64, 128), repeats, 5))
 
 
 def main():
@@ -111,8 +121,7 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
-    return {"mlp": bench("MLP 256-1024-1024-256, batch 64", MLP, (64, 256), args.repeats, 10),
-            "block": bench("transformer block d=128 h=4, batch 8 x 64 tokens", Block, (8, 64, 128), args.repeats, 5)}
+    run(args.repeats)
 
 
 if __name__ == "__main__":

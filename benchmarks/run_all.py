@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+import bench_compile
 import bench_memory
 import bench_ops
 import bench_report
@@ -31,6 +32,11 @@ TITLES = {
     "ops": "Ops and copies (`benchmarks/bench_ops.py`)",
     "memory": "Allocation churn (`benchmarks/bench_memory.py`)",
     "report": "Cost of an active migration report (`benchmarks/bench_report.py`; ratio: report on / off)",
+    "compile": "torch.compile, one training step (`benchmarks/bench_compile.py`; CPU: Inductor on the CPU)",
+    "compile-gain": "torch.compile against eager on neuron (`benchmarks/bench_compile.py`; the CPU column is "
+                    "eager neuron)",
+    "compile-cold": "torch.compile, the first step (`benchmarks/bench_compile.py`; the CPU column is a warm "
+                    "compiled neuron step)",
 }
 
 
@@ -76,7 +82,7 @@ def main() -> None:
     header = environment(torch.get_num_threads())
     print(header, flush=True)
     rows = bench_ops.run(5 if args.quick else 21) + bench_memory.run(3 if args.quick else 9) \
-        + bench_report.run(5 if args.quick else 15)
+        + bench_report.run(5 if args.quick else 15) + bench_compile.run(3 if args.quick else 9)
     body = f"{header}\n\n{tables(rows)}"
     if args.no_write:
         return
