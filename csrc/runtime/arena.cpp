@@ -22,6 +22,7 @@ Arena::Arena(uint64_t capacity) : capacity_(capacity), limit_(capacity) {
                              " bytes of address space for a simulated HBM arena: " + std::strerror(errno) +
                              ". Lower NEURON_SIM_HBM_GB or the number of devices");
   base_ = reinterpret_cast<uintptr_t>(p);
+  spare_live_.reserve(kSpareNodes);
   insertFree(0, capacity_);
   registerProtectedRange(base_, capacity_);
 }
@@ -64,7 +65,15 @@ void* Arena::allocate(uint64_t requested) {
       by_offset.mapped() = free_size - size;
       free_by_offset_.insert(std::move(by_offset));
     }
-    live_.emplace(offset + front, Live{offset, size, requested, guarded});
+    if (spare_live_.empty()) {
+      live_.emplace(offset + front, Live{offset, size, requested, guarded});
+    } else {
+      auto node = std::move(spare_live_.back());
+      spare_live_.pop_back();
+      node.key() = offset + front;
+      node.mapped() = Live{offset, size, requested, guarded};
+      live_.insert(std::move(node));
+    }
     stats_.allocated_bytes.add(static_cast<int64_t>(requested));
     stats_.active_bytes.add(static_cast<int64_t>(requested));
     stats_.reserved_bytes.add(static_cast<int64_t>(size));
@@ -114,7 +123,8 @@ FreedBlock Arena::free(void* ptr) {
     // Reads of freed memory through a stale pointer now see NaN.
     if (poison) std::memset(reinterpret_cast<void*>(base_ + b.offset), kPoisonByte, b.size);
   }
-  live_.erase(it);
+  if (spare_live_.size() < kSpareNodes) spare_live_.push_back(live_.extract(it));
+  else live_.erase(it);
   stats_.allocated_bytes.sub(static_cast<int64_t>(b.requested));
   stats_.active_bytes.sub(static_cast<int64_t>(b.requested));
   stats_.reserved_bytes.sub(static_cast<int64_t>(b.size));

@@ -103,6 +103,7 @@ class Arena {
   void eraseFree(uint64_t offset, uint64_t size);
   struct Live { uint64_t offset, size, requested; bool guarded; };
   static constexpr int64_t kIntact = INT64_MIN;
+  static constexpr size_t kSpareNodes = 64;
   int64_t firstDamagedByte(uint64_t data_offset, const Live& b) const;  // kIntact if none
 
   uintptr_t base_ = 0;
@@ -111,6 +112,9 @@ class Arena {
   std::map<uint64_t, uint64_t> free_by_offset_;           // offset -> size
   std::set<std::pair<uint64_t, uint64_t>> free_by_size_;  // (size, offset): best fit
   std::unordered_map<uint64_t, Live> live_;               // data offset -> block
+  // Nodes of freed blocks kept for the next allocations: with the free
+  // ranges re-keyed in place too, an allocate/free pair costs no malloc.
+  std::vector<std::unordered_map<uint64_t, Live>::node_type> spare_live_;
   ArenaStats stats_;
   uint64_t limit_;
 };

@@ -20,6 +20,7 @@
 #include "aten/execution/dtype_policy.h"
 #include "aten/execution/execution.h"
 #include "aten/execution/fallback_policy.h"
+#include "aten/execution/fast_path.h"
 #include "aten/execution/op_table.h"
 #include "aten/execution/tensor_alias.h"
 #include "aten/memory/allocator.h"
@@ -300,7 +301,14 @@ void neuronKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* sta
 void registerNativeKernels(const std::vector<std::string>& names) {
   static auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
                                         __FILE__, __LINE__);
-  for (const auto& n : names) lib->impl(n.c_str(), torch::CppFunction::makeFromBoxedFunction<&neuronKernel>());
+  for (const auto& n : names) {
+    if (std::optional<torch::CppFunction> unboxed = unboxedKernel(n)) lib->impl(n.c_str(), std::move(*unboxed));
+    else lib->impl(n.c_str(), torch::CppFunction::makeFromBoxedFunction<&neuronKernel>());
+  }
+}
+
+void runBoxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  neuronKernel(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -1,0 +1,167 @@
+// The unboxed path of the hottest native ops: elementwise arithmetic, the
+// matmuls, activations, reductions and softmax - the bulk of a training step. Each does what
+// runNative (execution.cpp) does - host aliases of the inputs, the CPU kernel
+// inside an ArenaScope, the output adopted as a neuron tensor, the op counted
+// and its signature noted - without boxing the arguments into a stack and
+// unboxing them again for the CPU kernel: for a 1,024-element add that
+// round trip costs about as much as the add itself.
+//
+// Only the common call takes it: the op native, every tensor argument on one
+// neuron device (or a wrapped Python number), no 64-bit tensor, no profiler
+// recording. Any other
+// call, and any kernel error, goes through the boxed path, which owns every
+// rule (fallback, the 64-bit rule, error wording); so this file adds speed,
+// never behaviour. The ops listed always return a fresh tensor, never a view
+// of an input (the boxed path's toDevice handles views; this one need not).
+#include "aten/execution/fast_path.h"
+
+#include <ATen/ops/_log_softmax_backward_data_ops.h>
+#include <ATen/ops/_log_softmax_ops.h>
+#include <ATen/ops/_softmax_backward_data_ops.h>
+#include <ATen/ops/_softmax_ops.h>
+#include <ATen/ops/add_ops.h>
+#include <ATen/ops/addmm_ops.h>
+#include <ATen/ops/bmm_ops.h>
+#include <ATen/ops/div_ops.h>
+#include <ATen/ops/exp_ops.h>
+#include <ATen/ops/gelu_backward_ops.h>
+#include <ATen/ops/gelu_ops.h>
+#include <ATen/ops/mean_ops.h>
+#include <ATen/ops/mm_ops.h>
+#include <ATen/ops/mul_ops.h>
+#include <ATen/ops/neg_ops.h>
+#include <ATen/ops/relu_ops.h>
+#include <ATen/ops/sigmoid_backward_ops.h>
+#include <ATen/ops/sigmoid_ops.h>
+#include <ATen/ops/silu_backward_ops.h>
+#include <ATen/ops/silu_ops.h>
+#include <ATen/ops/sub_ops.h>
+#include <ATen/ops/sum_ops.h>
+#include <ATen/ops/tanh_backward_ops.h>
+#include <ATen/ops/tanh_ops.h>
+#include <ATen/ops/threshold_backward_ops.h>
+
+#include <array>
+#include <atomic>
+
+#include "aten/execution/compile_cache.h"
+#include "aten/execution/execution.h"
+#include "aten/execution/fallback_policy.h"
+#include "aten/execution/op_table.h"
+#include "aten/execution/tensor_alias.h"
+#include "aten/memory/allocator.h"
+#include "aten/neuron.h"
+#include "profiler/record.h"
+#include "runtime/device.h"
+#include "runtime/host_access.h"
+
+namespace neuron_sim {
+namespace {
+
+// A tensor argument the unboxed path can take: on neuron (all on one device,
+// none 64-bit: the 64-bit rule is the boxed path's), or a wrapped Python
+// number, which the CPU kernel reads as it is (as the boxed path passes it).
+bool takes(const at::Tensor& t, c10::DeviceIndex& device) {
+  if (!t.defined()) return false;
+  if (t.device().type() != kNeuron) return t.unsafeGetTensorImpl()->is_wrapped_number();
+  const at::ScalarType s = t.scalar_type();
+  if (s == at::kDouble || s == at::kLong || s == at::kComplexDouble) return false;
+  if (device < 0) device = t.device().index();
+  return t.device().index() == device;
+}
+bool wide(at::ScalarType s) { return s == at::kDouble || s == at::kLong; }
+// A dtype= argument: a 64-bit one is the 64-bit rule's (the boxed path).
+bool takes(at::ScalarType s, c10::DeviceIndex&) { return !wide(s); }
+bool takes(const std::optional<at::ScalarType>& s, c10::DeviceIndex&) { return !s || !wide(*s); }
+// Scalars, ints, bools, dims and strings go to the CPU kernel as they are.
+template <class T>
+bool takes(const T&, c10::DeviceIndex&) { return true; }
+
+at::Tensor onHost(const at::Tensor& t) { return t.device().type() == kNeuron ? hostAlias(t) : t; }
+template <class T>
+const T& onHost(const T& v) { return v; }
+
+template <class Op, class Schema = typename Op::schema>
+struct Unboxed;
+
+template <class Op, class... Args>
+struct Unboxed<Op, at::Tensor(Args...)> {
+  static const c10::OperatorHandle& handle() {
+    static const c10::OperatorHandle op =
+        c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
+    return op;
+  }
+
+  static at::Tensor boxed(Args... args) {
+    torch::jit::Stack stack;
+    stack.reserve(sizeof...(Args));
+    (stack.emplace_back(args), ...);
+    runBoxed(handle(), &stack);
+    return std::move(stack.back()).toTensor();
+  }
+
+  static at::Tensor call(Args... args) {
+    static OpEntry& e = opEntry(handle());  // entries live as long as the process
+    c10::DeviceIndex device = -1;
+    if (!e.native.load(std::memory_order_relaxed) || e.host_kernel || C10_UNLIKELY(runtime::inBadFork()) ||
+        C10_UNLIKELY(profiler::recording()) || !(takes(args, device) && ...) || device < 0)
+      return boxed(args...);
+    runtime::HostAccess access;  // NEURON_SIM_PROTECT: the kernel touches arena pages
+    const std::array<c10::IValue, sizeof...(Args)> ivalues{c10::IValue(args)...};
+    const uint64_t signature = callSignature(e, ivalues);
+    at::Tensor out;
+    try {
+      ArenaScope scope(device);
+      out = Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), onHost(args)...);
+    } catch (const c10::Error&) {
+      if (!fallbackOnlyForUnimplemented()) throw;
+      return boxed(args...);  // the boxed path words this error
+    }
+    out = adoptAsDevice(out, device);
+    // Counted once the op succeeded, as in runNative.
+    e.executed.fetch_add(1, std::memory_order_relaxed);
+    noteCompiled(e, signature);
+    return out;
+  }
+};
+
+template <class Op>
+torch::CppFunction kernel() {
+  return torch::CppFunction::makeFromUnboxedFunction(TORCH_FN(Unboxed<Op>::call));
+}
+
+}  // namespace
+
+std::optional<torch::CppFunction> unboxedKernel(const std::string& name) {
+  namespace ops = at::_ops;
+  if (name == "aten::add.Tensor") return kernel<ops::add_Tensor>();
+  if (name == "aten::sub.Tensor") return kernel<ops::sub_Tensor>();
+  if (name == "aten::mul.Tensor") return kernel<ops::mul_Tensor>();
+  if (name == "aten::div.Tensor") return kernel<ops::div_Tensor>();
+  if (name == "aten::mm") return kernel<ops::mm>();
+  if (name == "aten::bmm") return kernel<ops::bmm>();
+  if (name == "aten::addmm") return kernel<ops::addmm>();
+  if (name == "aten::relu") return kernel<ops::relu>();
+  if (name == "aten::threshold_backward") return kernel<ops::threshold_backward>();
+  if (name == "aten::neg") return kernel<ops::neg>();
+  if (name == "aten::exp") return kernel<ops::exp>();
+  if (name == "aten::gelu") return kernel<ops::gelu>();
+  if (name == "aten::gelu_backward") return kernel<ops::gelu_backward>();
+  if (name == "aten::silu") return kernel<ops::silu>();
+  if (name == "aten::silu_backward") return kernel<ops::silu_backward>();
+  if (name == "aten::sigmoid") return kernel<ops::sigmoid>();
+  if (name == "aten::sigmoid_backward") return kernel<ops::sigmoid_backward>();
+  if (name == "aten::tanh") return kernel<ops::tanh>();
+  if (name == "aten::tanh_backward") return kernel<ops::tanh_backward>();
+  if (name == "aten::sum") return kernel<ops::sum>();
+  if (name == "aten::sum.dim_IntList") return kernel<ops::sum_dim_IntList>();
+  if (name == "aten::mean") return kernel<ops::mean>();
+  if (name == "aten::mean.dim") return kernel<ops::mean_dim>();
+  if (name == "aten::_softmax") return kernel<ops::_softmax>();
+  if (name == "aten::_softmax_backward_data") return kernel<ops::_softmax_backward_data>();
+  if (name == "aten::_log_softmax") return kernel<ops::_log_softmax>();
+  if (name == "aten::_log_softmax_backward_data") return kernel<ops::_log_softmax_backward_data>();
+  return std::nullopt;
+}
+
+}  // namespace neuron_sim
