@@ -67,6 +67,12 @@ def current_device() -> int:
     return _C._current_device()
 
 
+def _select(index: int) -> None:
+    """Make `index` the current device without initialising the runtime
+    (at import, under a launcher: torch_neuron_sim.distributed)."""
+    _C._set_device(index)
+
+
 def set_device(device: _DeviceLike) -> None:
     """Set the calling thread's current neuron device."""
     i = _checked(device)

@@ -33,7 +33,8 @@ def get_op_counts() -> dict[str, dict[str, int]]:
 def clear_op_tracking() -> None:
     """Reset the executed and fallback records (collective counts included)."""
     _C._clear_op_tracking()
-    _C._clear_collective_counts()
+    from . import distributed  # imported after tracking (the package's __init__)
+    distributed.clear_collective_counts()
 
 
 def host_device_copies() -> int:

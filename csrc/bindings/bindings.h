@@ -20,8 +20,9 @@ void registerDeviceBindings(py::module_& m);     // devices, the machine table, 
 void registerMemoryBindings(py::module_& m);     // statistics, history, snapshots, guards, limits, debug modes
 void registerRandomBindings(py::module_& m);     // each device's default generator
 void registerExecutionBindings(py::module_& m);  // op tracking, native set, fallback policy, 64-bit rule, compile cache
+void registerDistributedBindings(py::module_& m);  // the c10d backend class, collective counts
 void registerProfilerBindings(py::module_& m);   // the device timeline, the cost model, record_* for other layers
-void registerPythonCallbacks(py::module_& m);    // the C++ -> Python path: logger, report, reclaim, stacks
+void registerPythonCallbacks(py::module_& m);    // the C++ -> Python path: logger, reports, reclaim, stacks
 
 // A C++ struct as a Python dict, one key per named field:
 //   asDict(stats, NEURON_FIELD(OpStats, name), NEURON_FIELD(OpStats, executed))

@@ -16,4 +16,5 @@ PYBIND11_MODULE(_C, m) {
   bindings::registerRandomBindings(m);
   bindings::registerExecutionBindings(m);
   bindings::registerProfilerBindings(m);
+  bindings::registerDistributedBindings(m);  // the c10d backend (csrc/distributed)
 }

@@ -5,12 +5,14 @@
 //   fallback reporter aten/execution/fallback_policy.h  setFallbackReporter    (report.py's recorder)
 //   reclaim hook      aten/memory/allocator.h           setReclaimHook         (gc.collect before an OOM retry)
 //   stack capture     aten/memory/memory_history.h      history::setStackCapture (the allocating Python frames)
+//   collective report distributed/collective_stats.h    setCollectiveReporter  (report.py's recorder)
 // Each callback gives up quietly once the interpreter is finalizing, and
 // reports a Python error as unraisable: the op that triggered it goes on.
 #include "aten/execution/fallback_policy.h"
 #include "aten/memory/allocator.h"
 #include "aten/memory/memory_history.h"
 #include "bindings/bindings.h"
+#include "distributed/collective_stats.h"
 
 #include <memory>
 #include <vector>
@@ -33,9 +35,20 @@ void callPython(py::object* slot, const std::string& arg, const char* what) {
 
 py::object* g_logger = nullptr;
 py::object* g_reporter = nullptr;
+py::object* g_collective_reporter = nullptr;
 
 void announceThroughPython(const std::string& name) { callPython(g_logger, name, "torch_neuron_sim fallback logger"); }
 void reportThroughPython(const std::string& name) { callPython(g_reporter, name, "torch_neuron_sim migration report"); }
+
+void reportCollectiveThroughPython(const std::string& name, uint64_t bytes) {
+  if (!g_collective_reporter || !pythonUsable()) return;
+  py::gil_scoped_acquire gil;
+  try {
+    (*g_collective_reporter)(name, bytes);
+  } catch (py::error_already_set& e) {
+    e.discard_as_unraisable("torch_neuron_sim collective report");
+  }
+}
 
 // Before retrying an allocation that did not fit: collect Python reference
 // cycles, which may be all that keeps some device tensors alive.
@@ -91,6 +104,11 @@ void registerPythonCallbacks(py::module_& m) {
   m.def("_set_fallback_reporter", [](py::object fn) {
     keep(g_reporter, std::move(fn));
     setFallbackReporter(&reportThroughPython);
+  });
+  m.def("_set_collective_reporter", [](py::object fn) {
+    const bool on = !fn.is_none();
+    keep(g_collective_reporter, std::move(fn));
+    distributed::setCollectiveReporter(on ? &reportCollectiveThroughPython : nullptr);
   });
 }
 

@@ -1,4 +1,4 @@
-#include "collective_check.h"
+#include "distributed/collective_check.h"
 
 #include <c10/util/hash.h>
 

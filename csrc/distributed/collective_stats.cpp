@@ -1,11 +1,11 @@
-#include "collective_stats.h"
+#include "distributed/collective_stats.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <map>
 #include <mutex>
 
-#include "../aten/op_table.h"
+#include "aten/execution/op_table.h"
 
 namespace neuron_sim::distributed {
 namespace {

@@ -1,4 +1,4 @@
-#include "neuron_work.h"
+#include "distributed/neuron_work.h"
 
 #include <ATen/core/ivalue_inl.h>
 #include <c10/util/Exception.h>

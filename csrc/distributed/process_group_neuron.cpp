@@ -1,13 +1,14 @@
-#include "process_group_neuron.h"
+#include "distributed/process_group_neuron.h"
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/view_as_real.h>
 
 #include <cstring>
 
-#include "../aten/neuron.h"
-#include "../profiler/record.h"
-#include "collective_stats.h"
+#include "aten/execution/tensor_alias.h"
+#include "aten/neuron.h"
+#include "distributed/collective_stats.h"
+#include "profiler/record.h"
 
 namespace neuron_sim::distributed {
 namespace {

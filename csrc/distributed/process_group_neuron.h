@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "collective_check.h"
-#include "neuron_work.h"
+#include "distributed/collective_check.h"
+#include "distributed/neuron_work.h"
 
 namespace neuron_sim::distributed {
 
