@@ -1,7 +1,6 @@
 // The arena as PyTorch sees it: a c10::DeviceAllocator for PrivateUse1 (what
 // torch.accelerator's memory functions read), and a wrapper around the CPU
 // allocator that, inside an ArenaScope, serves CPU kernels from the arena.
-#include <ATen/core/CachingHostAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/CPUAllocator.h>
 
