@@ -76,11 +76,7 @@ CostModel modelFrom(const std::string& profile, int lnc, const py::dict& overrid
     else if (name == "collective_latency_s") k.collective_latency_s = v;
     else throw py::value_error("unknown cost model constant '" + name + "'");
   }
-  try {
-    return CostModel(profile, lnc, k);
-  } catch (const std::invalid_argument& e) {
-    throw py::value_error(e.what());
-  }
+  return CostModel(profile, lnc, k);  // std::invalid_argument reaches Python as ValueError (pybind11)
 }
 
 py::dict eventDict(const runtime::DeviceEvent& e) {
