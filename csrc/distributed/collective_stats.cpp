@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include "aten/execution/fallback_policy.h"
 #include "aten/execution/op_table.h"
 
 namespace neuron_sim::distributed {
