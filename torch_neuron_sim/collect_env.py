@@ -8,9 +8,10 @@ import os
 
 def emulator_info() -> dict[str, object]:
     import torch_neuron_sim as sim
-    from torch_neuron_sim import compile_cache, device, dtype_policy, metrics, native_ops, tracking
+    from torch_neuron_sim import compile_cache, dtype_policy, metrics, native_ops, tracking
+    from torch_neuron_sim.device import machine
 
-    m = device.machine()
+    m = machine()
     return {
         "torch_neuron_sim version": sim.__version__,
         "machine profile": m["profile"],

@@ -23,7 +23,8 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
-from . import _C, device as _device
+from . import _C
+from .device import machine as _device_machine
 
 TIMING_ENV = "NEURON_SIM_TIMING"  # "model": torch.neuron.Event.elapsed_time reads the model's clock
 
@@ -33,7 +34,7 @@ _DEFAULT_LNC = {"trn1": 1, "trn2": 2, "trn3": 2}
 
 
 def _machine() -> tuple[str, int]:
-    m = _device.machine()
+    m = _device_machine()
     return m["profile"], m["lnc"]
 
 

@@ -43,7 +43,8 @@ from typing import Any, Optional
 
 import torch
 
-from . import _C, compile_cache, device, dtype_policy, tracking
+from . import _C, compile_cache, dtype_policy, tracking
+from .device import is_initialized as _device_initialized, machine as _machine
 
 MANY_SHAPES = 16  # an op compiled for at least this many signatures is a dynamic-shape risk
 # HBM over time keeps at most this many points per device (per time slice
@@ -154,7 +155,7 @@ class _MemoryTimeline:
 
     def start(self) -> None:
         self._t0_us = time.time() * 1e6
-        self._base = {i: (torch.neuron.memory_allocated(i) if device.is_initialized() else 0)
+        self._base = {i: (torch.neuron.memory_allocated(i) if _device_initialized() else 0)
                       for i in range(torch.neuron.device_count())}
         mode = self._memory._history_mode
         if mode is None:
@@ -214,7 +215,7 @@ class Report:
         self._memory.start()
         self._device.start()
         for i in range(torch.neuron.device_count()):
-            if device.is_initialized():
+            if _device_initialized():
                 torch.neuron.reset_peak_memory_stats(i)
         _C._set_fallback_reporter(_record_fallback)
         _C._set_collective_reporter(_record_collective)
@@ -269,7 +270,7 @@ class Report:
         unsupported = [{"feature": f, "count": n - before["unsupported"].get(f, 0)}
                        for f, n in now["unsupported"].items() if n - before["unsupported"].get(f, 0)]
         memory = []
-        if device.is_initialized():
+        if _device_initialized():
             for i in range(torch.neuron.device_count()):
                 peak = torch.neuron.max_memory_allocated(i)
                 if peak:
@@ -446,7 +447,7 @@ def _version() -> str:
 
 
 def _profile() -> dict[str, Any]:
-    m = device.machine()
+    m = _machine()
     return {"name": m["profile"], "devices": torch.neuron.device_count(), "hbm_per_device_bytes": m["hbm_per_device"]}
 
 

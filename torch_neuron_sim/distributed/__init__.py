@@ -15,7 +15,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .. import _C, device as _device
+from .. import _C
+from ..device import _select as _select_device, device_count as _device_count
 
 BACKEND = "neuron"
 
@@ -41,7 +42,7 @@ def _check_local_rank() -> None:
     local = _local_rank()
     if local is None:
         return
-    count = _device.device_count()
+    count = _device_count()
     if local >= count:
         nproc = os.environ.get("LOCAL_WORLD_SIZE", "?")
         raise ValueError(
@@ -72,8 +73,8 @@ def _map_local_rank() -> None:
     """Under a launcher, the process starts on neuron:LOCAL_RANK (out of range
     is reported by init_process_group, not at import)."""
     local = _local_rank()
-    if local is not None and "WORLD_SIZE" in os.environ and local < _device.device_count():
-        _device._select(local)
+    if local is not None and "WORLD_SIZE" in os.environ and local < _device_count():
+        _select_device(local)
 
 
 def _install() -> None:
