@@ -9,7 +9,7 @@ import torch
 
 import torch_neuron_sim
 from torch_neuron_sim import profiler
-from torch_neuron_sim.compat import NeuronProfiler, NRTProfilerError
+from torch_neuron_sim.torch_neuronx import NeuronProfiler, NRTProfilerError
 
 
 pytestmark = pytest.mark.usefixtures("quiet_fallbacks")  # conftest.py

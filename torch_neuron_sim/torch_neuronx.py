@@ -26,7 +26,8 @@ from .memory import (
     empty_cache, max_memory_allocated, max_memory_reserved, memory_allocated, memory_reserved, memory_stats,
     memory_summary, reset_accumulated_memory_stats, reset_peak_memory_stats,
 )
-from . import device as _device_module, tracking
+from . import tracking
+from .device import _lazy_init as _device_lazy_init, is_initialized as _device_is_initialized
 from .tracking import clear_op_tracking, get_executed_ops, get_fallback_ops
 
 __version__ = "0.1.0"  # the public torch_neuronx pre-release this API follows
@@ -60,12 +61,12 @@ _C = _CInternals()
 
 
 def is_neuron_runtime_initialized() -> bool:
-    return _device_module.is_initialized()
+    return _device_is_initialized()
 
 
 def _lazy_init() -> None:
     """Raises in a child process forked after the parent used neuron (use 'spawn')."""
-    _device_module._lazy_init()
+    _device_lazy_init()
 
 
 def get_dynamo_metrics() -> list:
