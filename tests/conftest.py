@@ -23,8 +23,9 @@ settings.register_profile("deep", max_examples=500, deadline=None,
 settings.load_profile(os.environ.get("NEURON_SIM_HYPOTHESIS_PROFILE", "default"))
 
 
-def run_python(code: str, env: dict | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
-    """Runs `code` in a new interpreter with extra environment variables."""
+def run_python(code: str, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Runs `code` in a new interpreter with extra environment variables (the time-out
+    guards against a hang; a loaded 2-core machine can take a minute to import torch)."""
     full_env = dict(os.environ)
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env, capture_output=True,

@@ -67,7 +67,7 @@ def test_table_from_the_environment_replaces_the_default(tmp_path):
     """, {"NEURON_SIM_NATIVE_OPS": str(table)})
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["my-release ['aten::add.Tensor', 'aten::mul.Tensor']",
-                                     "['aten::add', 'aten::mul'] ['aten::sub.Tensor']"]
+                                     "['aten::add', 'aten::mul'] ['aten::fill_.Scalar', 'aten::sub.out']"]
 
 
 def test_argsort_stable_runs_natively(tracked):

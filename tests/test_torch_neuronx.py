@@ -94,6 +94,7 @@ def test_module_functions_match_the_real_names():
         assert callable(getattr(torch_neuronx.metrics, name)), name
     assert set(torch_neuronx._C._get_compilation_cache_stats()) == {"total_entries", "cache_hits", "cache_misses",
                                                              "hit_rate"}
+    torch.neuron.reset_dynamo_metrics()  # (earlier tests in this process may have compiled graphs)
     assert torch.neuron.get_dynamo_metrics() == []
     with pytest.raises(AttributeError, match="emulator"):
         torch_neuronx.memory_snapshot  # absent on the real backend too

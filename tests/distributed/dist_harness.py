@@ -41,9 +41,13 @@ def _entry(module_path, name, rank, world_size, port, backend, pg_timeout, args,
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         if backend is not None:
-            dist.init_process_group(backend, rank=rank, world_size=world_size,
-                                    init_method=f"tcp://127.0.0.1:{port}",
+            # The rendezvous waits long enough for a slow spawn on a loaded machine
+            # (importing torch can take seconds); the group's own timeout is the test's.
+            store = dist.TCPStore("127.0.0.1", port, world_size, is_master=rank == 0,
+                                  timeout=datetime.timedelta(seconds=max(pg_timeout, 120)))
+            dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
                                     timeout=datetime.timedelta(seconds=pg_timeout))
+            store.set_timeout(datetime.timedelta(seconds=pg_timeout))  # what init_method= would have set
         out = getattr(module, name)(rank, world_size, *args)
         if backend is not None and dist.is_initialized():
             dist.destroy_process_group()

@@ -99,7 +99,7 @@ def assert_op_does_not_run(name: str) -> None:
 
 
 def count_cpu_bounce_calls(fn, *args, **kwargs) -> int:
-    """How many host<->device copies running fn(*args, **kwargs) made (0 when
+    """How many host<->device copies running ``fn(*args, **kwargs)`` made (0 when
     every op it ran was native), as torch_neuronx's test helper counts them."""
     synchronize()
     before = host_device_copies()
