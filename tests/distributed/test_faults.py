@@ -21,6 +21,7 @@ def test_mismatches_and_unsupported_operations_raise_clear_errors():
         assert "not running the same collective" in r["which"], r["which"]
         assert "uneven split sizes are not supported" in r["uneven"], r["uneven"]
         assert "BAND needs an integer or bool tensor" in r["band_float"], r["band_float"]
+        assert r["in_flight_result"] == [2.0, 2.0, 2.0], r["in_flight_result"]
         for op in ("send", "recv"):
             assert r[op].startswith("NotImplementedError") and "not supported" in r[op], r[op]
         # torch itself refuses monitored_barrier on any backend but gloo, before reaching ours
@@ -30,6 +31,9 @@ def test_mismatches_and_unsupported_operations_raise_clear_errors():
         assert r["mixed"][:2] == ([3.0, 3.0], [3.0, 3.0]), r["mixed"]
     assert "output list has 3 tensors; the group has 2 ranks" in results[0]["local"], results[0]["local"]
     assert "rank 0 rejected its arguments" in results[1]["local"], results[1]["local"]
+    # the same while a collective of every rank is still in flight
+    assert "output list has 3 tensors; the group has 2 ranks" in results[1]["local_in_flight"]
+    assert "rank 1 rejected its arguments" in results[0]["local_in_flight"], results[0]["local_in_flight"]
 
 
 def test_a_rank_that_dies_fails_the_others():

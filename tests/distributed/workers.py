@@ -209,6 +209,25 @@ def collectives(rank: int, ws: int) -> dict:
     assert w.wait()
     check("all_gather_into_tensor async", flat, torch.cat([torch.full((2, 3), float(r)) for r in range(ws)]))
 
+    # Many collectives in flight at once (issued without waiting, as DDP's buckets and FSDP's
+    # prefetches are): each completes with its own data, in any order of waiting.
+    ins = [[make(torch.float32, (n,), r, 600 + n) for r in range(ws)] for n in (1, 1000, 1 << 16, 7)]
+    ts = [x[rank].to(dev) for x in ins]
+    flat = torch.empty(ws * 3, device=dev)
+    works = [dist.all_reduce(t, async_op=True) for t in ts[:2]]
+    works.append(dist.all_gather_into_tensor(flat, torch.full((3,), float(rank), device=dev), async_op=True))
+    works += [dist.all_reduce(t, op=R.MAX, async_op=True) for t in ts[2:]]
+    for w in reversed(works):
+        w.wait()
+    for i, t in enumerate(ts):
+        check(f"in flight all_reduce [{i}]", t, reference(R.SUM if i < 2 else R.MAX, ins[i], ws))
+    check("in flight all_gather_into_tensor", flat, torch.cat([torch.full((3,), float(r)) for r in range(ws)]))
+    # A callback chained on a collective's future issues and waits for another (PowerSGD's hook does)
+    first, second = torch.ones(4, device=dev), torch.full((2,), float(rank), device=dev)
+    fut = dist.all_reduce(first, async_op=True).get_future().then(
+        lambda f: dist.all_reduce(second, async_op=True).get_future().wait()[0] + f.value()[0][:2])
+    check("collective waited in a future callback", fut.wait(), torch.full((2,), float(sum(range(ws)) + ws)))
+
     # Coalesced forms (ProcessGroup methods: the entry points DDP, FSDP and the coalescing manager use)
     pg = dist.group.WORLD
     a = [make(torch.float32, (5,), r, 400) for r in range(ws)]
@@ -491,6 +510,13 @@ def faults(rank: int, ws: int) -> dict:
         output_split_sizes=[1] + [3] * (ws - 2) + [5] if ws > 1 else None,
         input_split_sizes=[1] + [3] * (ws - 2) + [5]))
     out["band_float"] = _error(lambda: dist.all_reduce(torch.ones(2, device=dev), op=R.BAND))
+    # invalid arguments on one rank while a collective of every rank is still in flight
+    t = torch.ones(3, device=dev)
+    work = dist.all_reduce(t, async_op=True)
+    out["local_in_flight"] = _error(lambda: dist.all_gather(
+        [torch.empty(2, device=dev) for _ in range(ws + (1 if rank == 1 else 0))], torch.ones(2, device=dev)))
+    work.wait()
+    out["in_flight_result"] = t.cpu().tolist()
     out["cpu_tensor"] = _error(lambda: dist.all_reduce(torch.ones(2)))
     out["send"] = _error(lambda: dist.send(torch.ones(2, device=dev), dst=(rank + 1) % ws))
     out["recv"] = _error(lambda: dist.recv(torch.ones(2, device=dev), src=(rank + 1) % ws))
