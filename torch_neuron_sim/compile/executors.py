@@ -22,9 +22,11 @@ from typing import Any, Callable, Optional
 import torch
 
 from .. import _C, profiler
+from ..device import _select, current_device, set_device
 from . import retarget
 
 _TRUE = ("1", "true", "yes", "on")
+_WIDE_INT = frozenset(retarget.WIDE_INT)  # a hashed lookup: this test runs per input per launch
 
 
 def autocopy_disabled() -> bool:
@@ -97,6 +99,43 @@ class Launch:
         self.work = work  # the graph's kernels for the device timeline (profiler.register_graph)
 
     def __call__(self, args: list) -> Any:
+        # Common case first: every tensor input already on the graph's device
+        # and none 64-bit-integer, so nothing is copied, narrowed or written
+        # back. One cheap test per input (a torch.device comparison): the
+        # general path below costs several microseconds per input (x.device.type
+        # builds a string for a PrivateUse1 device), and a backward graph has
+        # tens of inputs.
+        device = self.device
+        for x in args:
+            if isinstance(x, torch.Tensor) and (x.device != device or x.dtype in _WIDE_INT):
+                return self._call_general(args)
+        call_args = list(args)
+        args.clear()  # as Inductor does: the graph owns its inputs (frees activations early)
+        outs = self._run(call_args)
+        self.on_launch()
+        return outs
+
+    def _run(self, call_args: list) -> Any:
+        """One launch under a device guard for the graph's device (Inductor's
+        code names no device index), counted as a compiled unit's launch."""
+        issued = profiler.now_ns() if self.work is not None and profiler.recording() else 0
+        index = self.device.index
+        prev = current_device()
+        if prev != index:
+            set_device(index)
+        _C._set_in_graph_launch(self.unit)
+        try:
+            outs = self.fn(call_args)
+        finally:
+            _C._set_in_graph_launch(False)
+            if prev != index:
+                _select(prev)
+        if issued:  # one device event for the launch (its ops recorded none of their own)
+            profiler.record_graph_run(self.work, self.device, issued)
+        return outs
+
+    def _call_general(self, args: list) -> Any:
+        """Inputs on the host, on another device, or 64-bit integers."""
         device = self.device
         subst: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         on_device = host = False
@@ -123,21 +162,13 @@ class Launch:
         call_args = list(args)
         for i, (_, y) in subst.items():
             call_args[i] = y
-        args.clear()  # as Inductor does: the graph owns its inputs (frees activations early)
-        issued = profiler.now_ns() if self.work is not None and profiler.recording() else 0
-        _C._set_in_graph_launch(self.unit)
-        try:
-            with torch.neuron.device(device.index):
-                outs = self.fn(call_args)
-        finally:
-            _C._set_in_graph_launch(False)
+        args.clear()
+        outs = self._run(call_args)
         for i in self.mutated:
             if i in subst:
                 x, y = subst[i]
                 x.copy_(y)
         self.on_launch()
-        if issued:  # one device event for the launch (its ops recorded none of their own)
-            profiler.record_graph_run(self.work, device, issued)
         if host and not on_device:  # a graph of host tensors: results go back to the host
             cpu = torch.device("cpu")
             outs = [o.to(cpu) if isinstance(o, torch.Tensor) and o.device == device else o for o in outs]
