@@ -2,20 +2,32 @@
 on the CPU, one training step (forward, backward, SGD), measured in one run.
 
 Models: an MLP (three Linear layers with GELU) and a small pre-norm transformer
-block (LayerNorm, 4-head causal attention, GELU MLP). For each: the time of a
-warm training step (Dynamo and Inductor caches warm) with
+block (LayerNorm, 4-head causal attention, GELU MLP), both matmul-bound; and a
+small MLP (64 wide, batch 16) whose step is overhead-bound: per-op dispatch,
+Dynamo's guards, the launch wrappers and the autograd engine cost more than
+its arithmetic, the case a single-launch compiled graph is meant for. For
+each: the time of a warm training step (Dynamo and Inductor caches warm) with
   compiled neuron   torch.compile(model, backend="neuron")   (Inductor executor)
   eager neuron      the same model, not compiled
   compiled CPU      torch.compile(model) on the CPU          (Inductor)
-and the ratios compiled neuron / eager neuron (aim <= 0.8x) and compiled
-neuron / compiled CPU (aim <= 1.1x), best and median of interleaved batches.
-The cold compile time (first step of the compiled neuron model, forward and
-backward graphs; Inductor's on-disk caches make later runs faster) is a row too.
+  eager CPU         the same model on the CPU, not compiled
+and the ratios compiled neuron / eager neuron (aim <= 0.8x), compiled neuron
+/ compiled CPU (aim <= 1.1x), and compiled CPU / eager CPU (no aim: what
+Inductor gains over eager on the CPU for the same step, the ceiling of the
+neuron gain, since the neuron executor runs Inductor's CPU kernels and the
+same matmul library), best and median of interleaved batches. The cold
+compile time (first step of the compiled neuron model, forward and backward
+graphs; Inductor's on-disk caches make later runs faster) is a row too.
 benchmarks/run_all.py puts these rows in docs/benchmarks.md and the README.
 
-Usage: python benchmarks/bench_compile.py [--repeats N] [--threads T]
+--breakdown prints where a step's time goes instead: per phase (forward,
+loss, zero_grad, backward, optimizer step), the time inside Inductor's
+compiled graphs, and the neuron executor's own per-launch work around them.
+
+Usage: python benchmarks/bench_compile.py [--repeats N] [--threads T] [--breakdown] [--model NAME]
 """
 import argparse
+import os
 import statistics
 import time
 
@@ -24,7 +36,7 @@ import torch
 import torch_neuron_sim  # noqa: F401  (registers the device)
 from timing import Row
 
-GROUP, GAIN_GROUP, COLD_GROUP = "compile", "compile-gain", "compile-cold"
+GROUP, GAIN_GROUP, CPU_GROUP, COLD_GROUP = "compile", "compile-gain", "compile-cpu", "compile-cold"
 
 
 class MLP(torch.nn.Module):
@@ -32,6 +44,21 @@ class MLP(torch.nn.Module):
         super().__init__()
         self.net = torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, 4 * d),
                                        torch.nn.GELU(), torch.nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class SmallMLP(torch.nn.Module):
+    """MLP 64-64-64-64: arithmetic is negligible, overheads are the step. Its
+    own class, not an MLP(d=64): Dynamo keys recompiles by the forward's code,
+    so a second input shape through MLP.forward would be automatic dynamic,
+    which the neuron backend refuses (docs/compile.md, Static shapes)."""
+
+    def __init__(self, d=64):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(d, d), torch.nn.GELU(), torch.nn.Linear(d, d),
+                                       torch.nn.GELU(), torch.nn.Linear(d, d))
 
     def forward(self, x):
         return self.net(x)
@@ -73,13 +100,16 @@ def timed(step, inner):
     return (time.perf_counter() - t0) / inner
 
 
+VARIANTS = (("compiled neuron", "neuron", "neuron"), ("eager neuron", "neuron", None),
+            ("compiled cpu", "cpu", "inductor"), ("eager cpu", "cpu", None))
+
+
 def bench(name, make_model, shape, repeats, inner):
     torch.manual_seed(0)
     x_cpu, y_cpu = torch.randn(*shape), torch.randn(*shape)
     steps = {}
     cold = None
-    for label, device, compiled in (("compiled neuron", "neuron", "neuron"), ("eager neuron", "neuron", None),
-                                    ("compiled cpu", "cpu", "inductor")):
+    for label, device, compiled in VARIANTS:
         torch.manual_seed(0)
         model = make_model().to(device)
         run = torch.compile(model, backend=compiled) if compiled else model
@@ -102,6 +132,8 @@ def bench(name, make_model, shape, repeats, inner):
             Row(GAIN_GROUP, f"{name}: compiled neuron vs eager neuron", best["compiled neuron"],
                 best["eager neuron"], best["compiled neuron"] / best["eager neuron"],
                 med["compiled neuron"] / med["eager neuron"], 0.8),
+            Row(CPU_GROUP, f"{name}: compiled CPU vs eager CPU", best["compiled cpu"], best["eager cpu"],
+                best["compiled cpu"] / best["eager cpu"], med["compiled cpu"] / med["eager cpu"], None),
             Row(COLD_GROUP, f"{name}: first compiled step (cold Inductor compile)", cold, best["compiled neuron"],
                 cold / best["compiled neuron"], cold / med["compiled neuron"], None)]
     for r in rows:
@@ -109,19 +141,100 @@ def bench(name, make_model, shape, repeats, inner):
     return rows
 
 
+MODELS = (("MLP 256-1024-1024-256, batch 64", MLP, (64, 256), 10),
+          ("transformer block d=128 h=4, batch 8x64", Block, (8, 64, 128), 5),
+          ("small MLP 64-64-64-64, batch 16 (overhead-bound)", SmallMLP, (16, 64), 100))
+
+
 def run(repeats: int = 9) -> list[Row]:
-    return (bench("MLP 256-1024-1024-256, batch 64", MLP, (64, 256), repeats, 10)
-            + bench("transformer block d=128 h=4, batch 8x64", Block, (8, 64, 128), repeats, 5))
+    rows = []
+    for name, make_model, shape, inner in MODELS:
+        rows += bench(name, make_model, shape, repeats, inner)
+    return rows
+
+
+def breakdown(name, make_model, shape, repeats, inner):
+    """Median microseconds of CPU time (all threads of the process: the
+    backward runs on the autograd engine's device thread for neuron) per phase
+    of one step, per variant, with the CPU time inside Inductor's compiled
+    graphs and the neuron executor's own launch work (executors.Launch around
+    the graph, the graph excluded); and the step's wall time. CPU time leaves
+    out the time other processes hold the CPU, which on a shared machine is
+    most of a small step's wall time."""
+    from torch._inductor import output_code
+
+    from torch_neuron_sim.compile import executors
+    clock = time.process_time
+    spent = {"graph": 0.0, "launch": 0.0}
+
+    def timing(cls, key):
+        call = cls.__call__
+
+        def timed_call(self, args):
+            t0 = clock()
+            try:
+                return call(self, args)
+            finally:
+                spent[key] += clock() - t0
+        cls.__call__ = timed_call
+        return call
+    graph_call, launch_call = timing(output_code.CompiledFxGraph, "graph"), timing(executors.Launch, "launch")
+    try:
+        torch.manual_seed(0)
+        x_cpu, y_cpu = torch.randn(*shape), torch.randn(*shape)
+        variants = {}
+        for label, device, compiled in VARIANTS:
+            torch.manual_seed(0)
+            model = make_model().to(device)
+            run_ = torch.compile(model, backend=compiled) if compiled else model
+            variants[label] = (run_, torch.optim.SGD(model.parameters(), lr=1e-3), x_cpu.to(device), y_cpu.to(device))
+
+        def phases(run_, opt, x, y):
+            w0, t0 = time.perf_counter(), clock()
+            out = run_(x)
+            t1 = clock()
+            loss = torch.nn.functional.mse_loss(out, y)
+            t2 = clock()
+            opt.zero_grad(set_to_none=True)
+            t3 = clock()
+            loss.backward()
+            t4 = clock()
+            opt.step()
+            t5 = clock()
+            return [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t5 - t0, time.perf_counter() - w0]
+        for v in variants.values():
+            phases(*v), phases(*v)
+        per = {k: [] for k in variants}
+        for _ in range(repeats):
+            for k, v in variants.items():
+                for _ in range(inner):
+                    spent["graph"] = spent["launch"] = 0.0
+                    p = phases(*v)
+                    per[k].append(p + [spent["graph"], spent["launch"] - spent["graph"] if spent["launch"] else 0.0])
+    finally:
+        output_code.CompiledFxGraph.__call__, executors.Launch.__call__ = graph_call, launch_call
+    cols = ("forward", "loss", "zero_grad", "backward", "opt.step", "step", "step wall", "in graphs", "launch work")
+    print(f"{name}: median us per step, CPU time except 'step wall' (load average {os.getloadavg()[0]:.1f})")
+    print(f"  {'':16s}" + "".join(f"{c:>12s}" for c in cols))
+    for k, v in per.items():
+        print(f"  {k:16s}" + "".join(f"{statistics.median(r[i] for r in v) * 1e6:12.0f}" for i in range(len(cols))))
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--breakdown", action="store_true", help="where a step's time goes, per phase and variant")
+    ap.add_argument("--model", default="", help="only the models whose name contains this (e.g. small, MLP, block)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
-    run(args.repeats)
+    models = [m for m in MODELS if args.model in m[0]]
+    for name, make_model, shape, inner in models:
+        if args.breakdown:
+            breakdown(name, make_model, shape, args.repeats, max(1, inner // 5))
+        else:
+            bench(name, make_model, shape, args.repeats, inner)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,9 @@ TITLES = {
     "compile": "torch.compile, one training step (`benchmarks/bench_compile.py`; CPU: Inductor on the CPU)",
     "compile-gain": "torch.compile against eager on neuron (`benchmarks/bench_compile.py`; the CPU column is "
                     "eager neuron)",
+    "compile-cpu": "torch.compile on the CPU against eager CPU, the same steps (`benchmarks/bench_compile.py`; the "
+                   "neuron column is compiled CPU, the CPU column eager CPU: what Inductor gains over eager on the "
+                   "CPU, the ceiling of the gain on neuron, whose executor runs Inductor's CPU kernels)",
     "compile-cold": "torch.compile, the first step (`benchmarks/bench_compile.py`; the CPU column is a warm "
                     "compiled neuron step)",
 }
