@@ -74,3 +74,23 @@ def chromium():
         b = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox", "--disable-gpu"])
         yield b
         b.close()
+
+
+@pytest.fixture
+def nrt_streams():
+    """Multi-stream mode (NEURON_RT_ENABLE_HOST_CC=1) for the test; the default is
+    one stream per device, as on TorchNeuron."""
+    from torch_neuron_sim.testing import requires_nrt_streams
+
+    with requires_nrt_streams():
+        yield
+
+
+@pytest.fixture
+def device_stream():
+    """NEURON_SIM_RNG=device for the test: random ops on neuron draw from the
+    device's own generator (the opt-in model of a release with native random
+    ops); the default is the CPU stream, as on TorchNeuron."""
+    torch_neuron_sim.random.set_rng_source("device")
+    yield
+    torch_neuron_sim.random.set_rng_source("cpu")

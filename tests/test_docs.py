@@ -33,7 +33,7 @@ def test_readme_example_runs_as_written():
     r = run_python(code)
     assert r.returncode == 0, r.stderr
     executed, fallback, memory = r.stdout.splitlines()
-    assert "'aten::addmm'" in executed and fallback == "[]"
+    assert "'aten::linear'" in executed and fallback == "[]"  # nn.Linear runs as one op, as on the device
     assert "NeuronDeviceProperties(name='trn2'" in memory
     assert "Warning" not in r.stderr
 

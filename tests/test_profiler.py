@@ -95,7 +95,7 @@ def test_each_kind_arrives_linked_to_its_cpu_op(tmp_path):
     assert w.shape == (32, 32) and w2.device.type == "neuron"
 
 
-def test_rows_per_device_and_stream(tmp_path):
+def test_rows_per_device_and_stream(tmp_path, nrt_streams):  # a second stream: NEURON_RT_ENABLE_HOST_CC=1
     if torch.neuron.device_count() < 2:
         pytest.skip("needs two devices")
     s = torch.neuron.Stream()

@@ -1,6 +1,8 @@
 """Random numbers on neuron: one default generator per device with the real
-16-byte (seed, offset) state, torch.manual_seed reaching it, reproducible and
-statistically sound draws, and a stream independent of the CPU generator."""
+16-byte (seed, offset) state, torch.manual_seed reaching it, statistically
+sound draws. By default draws come from the CPU stream, as on TorchNeuron
+(tests/test_device_fidelity.py); the opt-in device stream (NEURON_SIM_RNG=device)
+is reproducible and independent of the CPU generator (the `device_stream` tests)."""
 import math
 
 import pytest
@@ -31,7 +33,7 @@ RANDOM_OPS = {
 
 
 @pytest.mark.parametrize("name", sorted(RANDOM_OPS))
-def test_reproducible_for_a_seed_and_independent_of_the_cpu_stream(name):
+def test_device_stream_reproducible_for_a_seed_and_independent_of_the_cpu_stream(name, device_stream):
     op = RANDOM_OPS[name]
     N.manual_seed(1234)
     torch.default_generator.manual_seed(1)
@@ -45,7 +47,7 @@ def test_reproducible_for_a_seed_and_independent_of_the_cpu_stream(name):
     assert torch.equal(torch.default_generator.get_state(), cpu_state)  # the CPU stream was not consumed
 
 
-def test_state_is_16_bytes_seed_and_offset():
+def test_state_is_16_bytes_seed_and_offset(device_stream):
     N.manual_seed(0x0102030405060708)
     state = N.get_rng_state()
     assert state.dtype == torch.uint8 and state.device.type == "cpu" and state.numel() == 16
@@ -56,7 +58,7 @@ def test_state_is_16_bytes_seed_and_offset():
     assert N.initial_seed() == 0x0102030405060708
 
 
-def test_get_and_set_state_replays_the_stream():
+def test_get_and_set_state_replays_the_device_stream(device_stream):
     N.manual_seed(7)
     torch.randn(3, device=D)
     saved = N.get_rng_state()
@@ -86,7 +88,7 @@ def test_torch_manual_seed_seeds_every_neuron_device():
     assert torch.equal(torch.rand(5, device=D).cpu(), a)
 
 
-def test_devices_have_their_own_generators():
+def test_devices_have_their_own_generators(device_stream):
     N.manual_seed_all(3)
     a0 = torch.rand(8, device="neuron:0").cpu()
     a1 = torch.rand(8, device="neuron:1").cpu()
@@ -111,7 +113,7 @@ def test_initial_seed_differs_between_processes():
     assert len(seeds) == 2 and "" not in seeds
 
 
-def test_explicit_generators():
+def test_device_stream_explicit_generators(device_stream):
     g = torch.Generator(device=D)
     assert g.device == torch.device("neuron:0")
     g.manual_seed(11)
@@ -132,7 +134,7 @@ def test_explicit_generators():
         torch.randperm(4, generator=g)  # a CPU op with a neuron generator
 
 
-def test_fork_rng_restores_neuron_state():
+def test_fork_rng_restores_neuron_state(device_stream):
     N.manual_seed(5)
     expected = torch.rand(3, device=D).cpu()
     N.manual_seed(5)

@@ -175,7 +175,9 @@ torch.save({{"losses": losses, "state": {{k: v.cpu() for k, v in model.state_dic
         assert torch.equal(resumed["state"][k], v), k
 
 
-def test_generator_roundtrip_continues_its_stream():
+def test_generator_roundtrip_continues_its_stream(device_stream):
+    # Drawing from a neuron generator needs the device stream (NEURON_SIM_RNG=device):
+    # by default random ops on neuron take CPU generators, as on TorchNeuron.
     g = torch.Generator(device="neuron:1").manual_seed(5)
     torch.rand(3, device="neuron:1", generator=g)
     g2 = _roundtrip(g, weights_only=False)

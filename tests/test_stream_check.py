@@ -6,6 +6,9 @@ import torch
 from torch_neuron_sim.stream_check import StreamOrderError, check_stream_order
 
 N = torch.neuron
+# These tests exercise several streams: multi-stream mode, as torch_neuronx's
+# requires_nrt_streams (the default is one stream per device).
+pytestmark = pytest.mark.usefixtures("nrt_streams")
 
 
 @pytest.fixture(autouse=True)

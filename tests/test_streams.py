@@ -14,6 +14,9 @@ import torch_neuron_sim
 from conftest import run_python
 
 N = torch.neuron
+# These tests exercise several streams: multi-stream mode, as torch_neuronx's
+# requires_nrt_streams (the default is one stream per device).
+pytestmark = pytest.mark.usefixtures("nrt_streams")
 
 
 @pytest.fixture(autouse=True)
@@ -44,7 +47,7 @@ def test_new_streams_are_distinct_and_on_the_right_device():
 def test_invalid_device_is_refused():
     with pytest.raises(ValueError, match="Invalid device id"):
         N.Stream(device=99)
-    with pytest.raises(IndexError, match="out of range"):
+    with pytest.raises(RuntimeError, match="Device index 99 is out of range"):
         torch.Stream(device="neuron:99")
 
 

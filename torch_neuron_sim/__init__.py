@@ -58,6 +58,7 @@ from .streams import (  # noqa: E402
 )
 
 tracking._install()
+random._install()
 native_ops._load_default()
 
 # Trainium semantics and the migration report (docs/semantics.md, docs/migration-report.md)

@@ -68,16 +68,24 @@ def current_device() -> int:
 
 
 def _select(index: int) -> None:
-    """Make `index` the current device without initialising the runtime
-    (at import, under a launcher: torch_neuron_sim.distributed)."""
-    _C._set_device(index)
+    """Make `index` the current device, for every thread of the process,
+    without initialising the runtime (at import, under a launcher:
+    torch_neuron_sim.distributed)."""
+    _C._set_default_device(index)
 
 
 def set_device(device: _DeviceLike) -> None:
-    """Set the calling thread's current neuron device."""
+    """Set the current neuron device: the calling thread's, and the process
+    default that threads which never chose a device see (as torch_neuronx)."""
     i = _checked(device)
     _lazy_init()
-    _C._set_device(i)
+    _C._set_default_device(i)
+
+
+def _set_thread_device(index: int) -> None:
+    """The calling thread's device only (device guards, stream contexts): the
+    process default that set_device sets stays."""
+    _C._set_device(index)
 
 
 class device(contextlib.ContextDecorator):
@@ -90,12 +98,12 @@ class device(contextlib.ContextDecorator):
     def __enter__(self):
         self.prev = current_device()
         if self.idx >= 0 and self.idx != self.prev:
-            set_device(self.idx)
+            _set_thread_device(_checked(self.idx))
         return self
 
     def __exit__(self, *exc: Any) -> bool:
         if self.idx >= 0 and self.idx != self.prev:
-            _C._set_device(self.prev)
+            _set_thread_device(self.prev)
         return False
 
 

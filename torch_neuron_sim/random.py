@@ -1,9 +1,17 @@
 """Random number generation on neuron: one default generator per device with
 torch_neuronx's 16-byte state (uint64 seed, int64 offset). torch.manual_seed
-seeds neuron too (PyTorch calls torch.neuron.manual_seed_all); the neuron
-stream is independent of the CPU stream."""
+seeds neuron too (PyTorch calls torch.neuron.manual_seed_all).
+
+Where random tensors come from (docs/random.md): as on TorchNeuron, no random
+op runs natively, so the CPU fallback draws them from the CPU default
+generator - `torch.manual_seed(0); torch.randn(4, device="neuron")` equals the
+CPU's `torch.randn(4)` - and the device generators' state is only kept.
+NEURON_SIM_RNG=device (or set_rng_source("device")) models a future release
+with native random ops: each device then draws from its own generator, a
+stream independent of the CPU's."""
 from __future__ import annotations
 
+import os
 from typing import Iterable
 
 import torch
@@ -54,3 +62,25 @@ def get_rng_state_all() -> list[torch.Tensor]:
 def set_rng_state_all(new_states: Iterable[torch.Tensor]) -> None:
     for i, state in enumerate(new_states):
         set_rng_state(state, i)
+
+
+RNG_ENV = "NEURON_SIM_RNG"
+
+
+def set_rng_source(source: str) -> None:
+    """'cpu' (default, as TorchNeuron): random ops on neuron draw from the CPU
+    default generator. 'device': from the device's own generator."""
+    if source not in ("cpu", "device"):
+        raise ValueError(f"rng source {source!r}: use 'cpu' (default, as TorchNeuron) or 'device'")
+    _C._set_device_rng_stream(source == "device")
+
+
+def rng_source() -> str:
+    return "device" if _C._device_rng_stream() else "cpu"
+
+
+def _install() -> None:
+    value = os.environ.get(RNG_ENV, "").strip().lower() or "cpu"
+    if value not in ("cpu", "device"):
+        raise ValueError(f"{RNG_ENV}={value!r}: use 'cpu' (default, as TorchNeuron) or 'device'")
+    set_rng_source(value)

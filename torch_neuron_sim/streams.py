@@ -19,7 +19,7 @@ from typing import Any, Optional
 import torch
 
 from . import _C
-from .device import _checked, _DeviceLike, current_device, set_device
+from .device import _checked, _DeviceLike, _set_thread_device, current_device, set_device
 from .device import synchronize as synchronize  # re-exported: torch.neuron.synchronize
 
 # c10::DeviceType::PrivateUse1: the device type number torch.Stream carries.
@@ -148,7 +148,7 @@ class StreamContext:
         target = self.stream.device_index
         if target != self.prev_device:
             self.prev_stream_on_target = current_stream(target)
-            set_device(target)
+            _set_thread_device(target)
         _C._set_current_stream(target, self.stream.stream_id)
         return self.stream
 
@@ -158,7 +158,7 @@ class StreamContext:
         if self.prev_stream_on_target is not None:
             _C._set_current_stream(self.stream.device_index, self.prev_stream_on_target.stream_id)
         _C._set_current_stream(self.prev_device, self.prev_stream.stream_id)
-        set_device(self.prev_device)
+        _set_thread_device(self.prev_device)
         return False
 
 

@@ -45,16 +45,78 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'torch_neuronx' (torch_neuron_sim emulator) has no attribute '{name}'")
 
 
+class _NeuronCachingAllocator:
+    """`torch_neuronx._C.NeuronCachingAllocator`. The emulated allocator caches
+    nothing (a freed block returns to the arena at once, docs/memory.md), so
+    there are no cached blocks to count; emptyCache returns free pages."""
+
+    @staticmethod
+    def emptyCache() -> None:
+        memory.empty_cache()
+
+    @staticmethod
+    def getCachedBlocks() -> int:
+        return 0
+
+
+def _copy_entry(direction: str) -> Callable:
+    def copy(src: Any, dst: Any) -> Any:
+        """Copies src into dst (host to device or back): the host bounce itself."""
+        _core._nrt_copy(src, dst)
+        return dst
+    copy.__name__ = f"_nrt_copy_{direction}_tensor"
+    return copy
+
+
+_COPY_ENTRIES = ("_nrt_copy_cpu_to_neuron_tensor", "_nrt_copy_neuron_to_cpu_tensor")
+
+
 class _CInternals:
-    """`torch_neuronx._C`: the internals real-backend tests use (its `_C` bindings)
-    that make sense here; everything else is the emulator's own _C."""
+    """`torch_neuronx._C`: the internals real-backend tests and their helpers
+    use (_get_default_generator, _get_compilation_cache_stats,
+    NeuronCachingAllocator, the _nrt_copy_* host-bounce entry points);
+    everything else is the emulator's own _C.
+
+    Every copy between host and device goes through the two _nrt_copy_*
+    entry points once a test replaces one (torch_neuronx's
+    count_cpu_bounce_calls wraps them to count host bounces); until then the
+    copy path does not call into Python at all."""
+
+    NeuronCachingAllocator = _NeuronCachingAllocator
+    _nrt_copy_cpu_to_neuron_tensor = staticmethod(_copy_entry("cpu_to_neuron"))
+    _nrt_copy_neuron_to_cpu_tensor = staticmethod(_copy_entry("neuron_to_cpu"))
 
     @staticmethod
     def _get_compilation_cache_stats() -> dict:
         return compile_cache.stats()
 
+    @staticmethod
+    def _get_default_generator(device: int = 0) -> Any:
+        return _core._get_default_generator(device)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(_core, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name in _COPY_ENTRIES:
+            self._route()
+
+    def __delattr__(self, name: str) -> None:
+        object.__delattr__(self, name)
+        if name in _COPY_ENTRIES:
+            self._route()
+
+    def _route(self) -> None:
+        # Route host<->device copies through Python only while an entry point is replaced.
+        replaced = any(name in self.__dict__ for name in _COPY_ENTRIES)
+        _core._set_copy_router(_route_copy if replaced else None)
+
+
+def _route_copy(src: Any, dst: Any) -> None:
+    # Called by the copy kernel (csrc/aten/kernels/copy.cpp) for each host<->device copy while routed.
+    name = "_nrt_copy_cpu_to_neuron_tensor" if dst.device.type == "neuron" else "_nrt_copy_neuron_to_cpu_tensor"
+    getattr(_C, name)(src, dst)
 
 
 _C = _CInternals()
@@ -207,10 +269,15 @@ def _configure() -> None:
 
 
 def install_torch_neuronx_alias() -> None:
-    """Make `import torch_neuronx` (and torch_neuronx.metrics / .memory)
-    resolve to the emulator in this process. Opt-in: it shadows a real
-    torch_neuronx installation."""
+    """Make `import torch_neuronx` (and torch_neuronx.metrics / .memory /
+    .utils / ._C) resolve to the emulator in this process. Opt-in: it
+    shadows a real torch_neuronx installation."""
+    from . import torch_neuronx_utils
+
     this = sys.modules[__name__]
+    this.utils = torch_neuronx_utils
     sys.modules["torch_neuronx"] = this
     sys.modules["torch_neuronx.metrics"] = metrics
     sys.modules["torch_neuronx.memory"] = memory
+    sys.modules["torch_neuronx.utils"] = torch_neuronx_utils
+    sys.modules["torch_neuronx._C"] = _C  # `import torch_neuronx._C as _C`, as its test helpers do

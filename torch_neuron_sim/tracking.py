@@ -2,8 +2,12 @@
 fell back to the CPU, and how often. The counting happens in C++ on the
 per-op path; this module only reads it.
 
-Names: executed ops are reported by base name ("aten::add"), fallback ops
-with their overload ("aten::mul.Tensor"), as torch_neuronx reports them.
+Names, as torch_neuronx records them: an executed op under the overload of
+the kernel that ran ("aten::add.Tensor", "aten::relu"; never ".default"), or
+under the registration the device reaches instead ("aten::div.out" for
+div.Tensor); a fallback op under the overload called ("aten::mul.Tensor").
+The rules are data: torch_neuron_sim/native_ops/tracking.rules, rendered in
+docs/op-tracking.md.
 """
 from __future__ import annotations
 
@@ -17,17 +21,18 @@ logger = logging.getLogger("torch_neuron_sim")
 
 def get_fallback_ops() -> list[str]:
     """Ops that fell back to the CPU since the last clear_op_tracking()."""
-    return sorted({name for name, _, fell in _C._op_counts() if fell})
+    return sorted({name for name, _, _, fell in _C._op_counts() if fell})
 
 
 def get_executed_ops() -> list[str]:
-    """Ops that ran natively on neuron since the last clear_op_tracking()."""
-    return sorted({name.split(".")[0] for name, ran, _ in _C._op_counts() if ran})
+    """Ops that ran natively on neuron since the last clear_op_tracking(),
+    by the names the device records ("aten::add.Tensor", "aten::empty")."""
+    return sorted({recorded for _, recorded, ran, _ in _C._op_counts() if ran})
 
 
 def get_op_counts() -> dict[str, dict[str, int]]:
-    """Per operator overload: {"aten::add.Tensor": {"executed": n, "fallback": m}}."""
-    return {name: {"executed": ran, "fallback": fell} for name, ran, fell in sorted(_C._op_counts())}
+    """Per operator overload called: {"aten::add.Tensor": {"executed": n, "fallback": m}}."""
+    return {name: {"executed": ran, "fallback": fell} for name, _, ran, fell in sorted(_C._op_counts())}
 
 
 def clear_op_tracking() -> None:
@@ -65,7 +70,8 @@ def op_stats() -> list[dict]:
 
 
 def untracked_op_names() -> list[str]:
-    """View and metadata ops whose fallbacks are never recorded (as on the real backend)."""
+    """View and metadata ops whose fallbacks are never recorded (as on the real
+    backend), by full name ("aten::view"; "aten::transpose.int" is not one)."""
     return _C._untracked_op_names()
 
 

@@ -2,6 +2,8 @@
 // (torch_neuron_sim.native_ops), op tracking (.tracking), the fallback policy,
 // the 64-bit rule (.dtype_policy), the compile cache and its metrics
 // (.compile_cache, .metrics), and what the migration report reads (.report).
+#include <torch/csrc/utils/pybind.h>
+
 #include "aten/execution/compile_cache.h"
 #include "aten/execution/dtype_policy.h"
 #include "aten/execution/execution.h"
@@ -18,13 +20,29 @@ void registerExecutionBindings(py::module_& m) {
   m.def("_native_ops", &nativeOps);
   m.def("_untracked_op_names", &untrackedOpNames);
   m.def("_register_native_kernels", &registerNativeKernels);
+  m.def("_register_autograd_passthrough", &registerAutogradPassthrough);
+  m.def("_host_kernel_names", &hostKernelNames);
+  // tracking.rules, as torch_neuron_sim.native_ops reads it
+  m.def("_set_tracking_rules", [](std::unordered_map<std::string, std::string> record,
+                                  std::vector<std::string> never, std::vector<std::string> exempt,
+                                  std::unordered_map<std::string, std::string> inputs) {
+    TrackingRules r;
+    r.record = std::move(record);
+    r.never = {never.begin(), never.end()};
+    r.exempt = {exempt.begin(), exempt.end()};
+    r.inputs = std::move(inputs);
+    setTrackingRules(std::move(r));
+  });
+  // (overload called, name the device records, executed, fallbacks)
   m.def("_op_counts", [] {
     py::list out;
-    for (const auto& c : opCounts()) out.append(py::make_tuple(c.name, c.executed, c.fallbacks));
+    for (const auto& c : opCounts()) out.append(py::make_tuple(c.name, c.recorded, c.executed, c.fallbacks));
     return out;
   });
   m.def("_clear_op_tracking", &clearOpTracking);
   m.def("_host_device_copies", &hostDeviceCopies);
+  // One host<->device copy, run directly (what torch_neuronx's _nrt_copy_* entry points do).
+  m.def("_nrt_copy", [](const at::Tensor& src, at::Tensor& dst) { dst.copy_(src); });
   m.def("_op_stats", [] {
     py::list out;
     for (const auto& s : opStats())

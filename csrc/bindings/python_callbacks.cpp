@@ -6,9 +6,14 @@
 //   reclaim hook      aten/memory/allocator.h           setReclaimHook         (gc.collect before an OOM retry)
 //   stack capture     aten/memory/memory_history.h      history::setStackCapture (the allocating Python frames)
 //   collective report distributed/collective_stats.h    setCollectiveReporter  (report.py's recorder)
+//   copy router       aten/kernels/copy.h               setCopyRouter          (torch_neuronx's _nrt_copy_* entry points,
+//                                                                              only while a test wraps them)
 // Each callback gives up quietly once the interpreter is finalizing, and
 // reports a Python error as unraisable: the op that triggered it goes on.
+#include <torch/csrc/utils/pybind.h>
+
 #include "aten/execution/fallback_policy.h"
+#include "aten/kernels/copy.h"
 #include "aten/memory/allocator.h"
 #include "aten/memory/memory_history.h"
 #include "bindings/bindings.h"
@@ -36,6 +41,7 @@ void callPython(py::object* slot, const std::string& arg, const char* what) {
 py::object* g_logger = nullptr;
 py::object* g_reporter = nullptr;
 py::object* g_collective_reporter = nullptr;
+py::object* g_router = nullptr;
 
 void announceThroughPython(const std::string& name) { callPython(g_logger, name, "torch_neuron_sim fallback logger"); }
 void reportThroughPython(const std::string& name) { callPython(g_reporter, name, "torch_neuron_sim migration report"); }
@@ -87,6 +93,18 @@ history::Stack capturePythonStack() {
   return frames;
 }
 
+// A host<->device copy handed to Python. Unlike the hooks above, its errors
+// are the copy's: they propagate to the caller.
+void routeThroughPython(const at::Tensor& src, const at::Tensor& dst) {
+  TORCH_CHECK(g_router && pythonUsable(), "torch_neuron_sim: copy router called without Python");
+  py::gil_scoped_acquire gil;
+  try {
+    (*g_router)(src, dst);
+  } catch (py::error_already_set& e) {
+    TORCH_CHECK(false, "copy through torch_neuronx._C._nrt_copy_*: ", e.what());
+  }
+}
+
 void keep(py::object*& slot, py::object fn) {
   if (!slot) slot = new py::object();
   *slot = std::move(fn);
@@ -109,6 +127,14 @@ void registerPythonCallbacks(py::module_& m) {
     const bool on = !fn.is_none();
     keep(g_collective_reporter, std::move(fn));
     distributed::setCollectiveReporter(on ? &reportCollectiveThroughPython : nullptr);
+  });
+  m.def("_set_copy_router", [](py::object fn) {
+    if (fn.is_none()) {
+      setCopyRouter(nullptr);
+      return;
+    }
+    keep(g_router, std::move(fn));
+    setCopyRouter(&routeThroughPython);
   });
 }
 

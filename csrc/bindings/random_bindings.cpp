@@ -1,6 +1,7 @@
 // torch_neuron_sim._C's random-number functions: each device's default
 // generator (torch_neuron_sim.random), under the generator's own mutex.
 #include <ATen/ops/empty.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <cstring>
 #include <mutex>
@@ -11,6 +12,12 @@
 namespace neuron_sim::bindings {
 
 void registerRandomBindings(py::module_& m) {
+  // Where random ops on neuron draw: the CPU default generator (false, as
+  // TorchNeuron) or each device's own generator (true, NEURON_SIM_RNG=device).
+  m.def("_set_device_rng_stream", &setDeviceRngStream);
+  m.def("_device_rng_stream", &deviceRngStream);
+  // A device's default generator as a torch.Generator (torch_neuronx._C._get_default_generator).
+  m.def("_get_default_generator", [](int i) { return defaultGenerator(static_cast<c10::DeviceIndex>(i)); });
   m.def("_rng_manual_seed", [](int i, uint64_t seed) {
     at::Generator g = defaultGenerator(i);
     std::lock_guard<std::mutex> lock(g.mutex());

@@ -1,4 +1,5 @@
 #include "runtime/device.h"
+#include "runtime/default_device.h"
 
 #include <pthread.h>
 
@@ -19,7 +20,11 @@ std::atomic<bool> g_initialized{false};
 std::atomic<uintptr_t> g_lowest{UINTPTR_MAX};
 std::atomic<uintptr_t> g_highest{0};
 std::atomic<bool> g_bad_fork{false};
-thread_local int t_current_device = 0;
+// The current device: the calling thread's choice (a device guard, set_device)
+// or, for a thread that made none, the process default, which set_device also
+// sets - as torch_neuronx does: a thread started after set_device(2) sees 2.
+thread_local int t_current_device = -1;
+std::atomic<int> g_default_device{0};
 
 void onForkChild() {
   if (g_initialized.load()) g_bad_fork.store(true);
@@ -32,10 +37,10 @@ int deviceCount() { return deviceTable().count(); }
 void checkDevice(int index) {
   int n = deviceCount();
   if (index < 0 || index >= n)
-    throw std::out_of_range("Device index " + std::to_string(index) +
-                            " is out of range. Valid range is 0 to " + std::to_string(n - 1) +
-                            " for this process (" + std::to_string(n) + " neuron device" + (n == 1 ? "" : "s") +
-                            " visible; see NEURON_RT_VISIBLE_CORES)");
+    // The real backend's message, complete; the aten layer raises it as the
+    // device does, a RuntimeError.
+    throw std::out_of_range("Device index " + std::to_string(index) + " is out of range. Valid range is 0 to " +
+                            std::to_string(n - 1) + " for this process");
 }
 
 Arena& arena(int index) {
@@ -69,10 +74,19 @@ Arena* arenaOwning(const void* ptr) {
   return nullptr;
 }
 
-int currentDevice() { return t_current_device; }
+int currentDevice() {
+  const int t = t_current_device;
+  return t >= 0 ? t : g_default_device.load(std::memory_order_relaxed);
+}
 
 void setCurrentDevice(int index) {
   checkDevice(index);
+  t_current_device = index;
+}
+
+void setDefaultDevice(int index) {
+  checkDevice(index);
+  g_default_device.store(index);
   t_current_device = index;
 }
 

@@ -25,14 +25,14 @@ def op_name(op: torch._ops.OpOverload) -> tuple[str, str]:
 def non_native_ops(gm: torch.fx.GraphModule) -> list[str]:
     """Operator names in the graph the device cannot compile, sorted."""
     native = set(native_ops.current())
-    untracked = set(tracking.untracked_op_names())
+    untracked = set(tracking.untracked_op_names())  # view/metadata ops, "aten::view"
     bad = set()
     for node in gm.graph.nodes:
         if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
             continue
         name, base = op_name(node.target)
-        ns, _, short = base.partition("::")
-        if name in native or base in native or base in _PLUMBING or short in untracked or ns == "prims":
+        ns = base.partition("::")[0]
+        if name in native or base in native or base in _PLUMBING or base in untracked or ns == "prims":
             continue
         if ns in COLLECTIVE_NAMESPACES:
             continue

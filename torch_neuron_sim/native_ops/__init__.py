@@ -25,7 +25,12 @@ _HERE = Path(__file__).parent
 
 # Composite ops that must stay composite on neuron: copies route to our
 # _copy_from kernel, and a device-changing op would be given a CPU device.
-_NEVER_DIRECT = {"aten::_to_copy", "aten::copy_", "aten::to"}
+# rms_norm has its own kernel (emulated_kernels.cpp), on the autograd key too.
+_NEVER_DIRECT = {"aten::_to_copy", "aten::copy_", "aten::to", "aten::rms_norm"}
+# Composite ops in the table that the device never reaches: PyTorch
+# decomposes them before the backend (tracking.rules records the constituent).
+_DECOMPOSED_ON_DEVICE = {"aten::softmax.int", "aten::log_softmax.int"}
+RULES = _HERE / "tracking.rules"
 # Composite ops the real backend implements with a C++ kernel of its own
 # (registered in its csrc/core/NeuronBindings.cpp);
 # not differentiable, so a direct kernel cannot bypass any autograd formula.
@@ -55,10 +60,11 @@ def _needs_direct_kernel(name: str) -> bool:
     # kernel never would: that kernel serves every backend without one of its
     # own (e.g. native_layer_norm would run its batch-norm-based math version;
     # add.Tensor would allocate and call add.out), so native ops of that kind
-    # get the native kernel registered directly. CompositeImplicitAutograd ops
-    # must not (it would bypass their autograd); they decompose into ops the
-    # table decides on, unless the op also has a CPU kernel (below).
-    if name in _NEVER_DIRECT:
+    # get the native kernel registered directly. CompositeImplicitAutograd
+    # ops the device registers (linear, isfinite, one_hot, _fused_rms_norm...)
+    # run as one op too: their autograd is PyTorch's formula where one exists
+    # (linear's backward is linear_backward), else none (_autograd_passthrough).
+    if name in _NEVER_DIRECT or name in _DECOMPOSED_ON_DEVICE:
         return False
     if name in _ALWAYS_DIRECT:
         return True
@@ -76,7 +82,51 @@ def _needs_direct_kernel(name: str) -> bool:
         # version that would run on neuron with different rounding.)
         return True
     explicit = has(full, "CompositeExplicitAutograd") or has(full, "CompositeExplicitAutogradNonFunctional")
-    return explicit and not has(full, "CompositeImplicitAutograd")
+    return explicit or has(full, "CompositeImplicitAutograd")
+
+
+def _autograd_passthrough(name: str) -> bool:
+    # A composite op with no autograd formula, registered on the device: the
+    # device's autograd key passes it through, so its outputs have no grad_fn.
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    return has(name, "CompositeImplicitAutograd") and not has(name, "Autograd")
+
+
+def read_rules(path: str | os.PathLike = RULES) -> list[tuple[str, str, str | None, str]]:
+    """The rules of a tracking.rules file: (kind, op, value or None, reason)."""
+    out = []
+    reason, block, header = "", False, False  # a block of comment lines is the reason of the rules below it
+    for raw in Path(path).read_text().splitlines():
+        line = raw.strip()
+        if line.startswith("#"):
+            text = line.lstrip("#").strip()
+            if not text:
+                block = header = False
+            elif text.startswith("KIND") or header:  # a KIND block describes the kind, not rules
+                header = True
+            else:
+                reason = f"{reason} {text}" if block else text
+                block = True
+            continue
+        header = False
+        block = False
+        if not line:
+            continue
+        body, _, note = line.partition("#")
+        parts = body.split()
+        kind, op, value = parts[0], parts[1], (parts[2] if len(parts) > 2 else None)
+        if kind not in ("record", "never", "exempt", "inputs"):
+            raise ValueError(f"{path}: unknown rule kind {kind!r} in {raw!r}")
+        out.append((kind, op, value, note.strip() or reason))
+    return out
+
+
+def _apply_rules(path: str | os.PathLike = RULES) -> None:
+    rules = read_rules(path)
+    _C._set_tracking_rules({op: v for k, op, v, _ in rules if k == "record"},
+                           [op for k, op, _, _ in rules if k == "never"],
+                           [op for k, op, _, _ in rules if k == "exempt"],
+                           {op: v for k, op, v, _ in rules if k == "inputs"})
 
 
 def _apply(names: list[str], version: str) -> None:
@@ -84,6 +134,7 @@ def _apply(names: list[str], version: str) -> None:
     direct = [n for n in names if n not in _state["registered"] and _needs_direct_kernel(n)]
     if direct:
         _C._register_native_kernels(direct)
+        _C._register_autograd_passthrough([n for n in direct if _autograd_passthrough(n)])
         _state["registered"].update(direct)
     _state["version"] = version
 
@@ -126,10 +177,26 @@ def current() -> list[str]:
     return sorted(_C._native_ops())
 
 
+def emulated_kernels() -> list[str]:
+    """Native ops PyTorch has no CPU kernel for that the emulator computes with
+    a kernel of its own (linear_backward, the batch_norm_* helpers...), and
+    ops whose device behaviour differs from the CPU kernel's."""
+    return sorted(_C._host_kernel_names())
+
+
+def registered() -> list[str]:
+    """The ops the device registers a kernel for, as TorchNeuron's registry
+    would list them: the table in use, less the composites PyTorch decomposes
+    before the device sees them, plus the emulator's own C++ kernels."""
+    kernels = {n for n in torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1") if n.startswith("aten::")}
+    return sorted((set(current()) - _DECOMPOSED_ON_DEVICE) | kernels)
+
+
 def version() -> str:
     """The name of the table in use, e.g. 'torchneuron-2.14-beta'."""
     return _state["version"]
 
 
 def _load_default() -> None:
+    _apply_rules()
     load(os.environ.get("NEURON_SIM_NATIVE_OPS") or DEFAULT_TABLE)

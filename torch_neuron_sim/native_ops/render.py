@@ -71,7 +71,8 @@ def render(table: str = DEFAULT_TABLE, untracked: list[str] | None = None) -> st
         "## Never tracked",
         "",
         "View and metadata ops whose fallbacks the real backend's C++ fallback never records, "
-        f"{len(untracked)} names, matched on the base name:",
+        f"{len(untracked)} names, matched on the full name with overload (so only these exact "
+        "names are exempt); docs/op-tracking.md has every tracking rule:",
         "",
         ", ".join(f"`{n}`" for n in sorted(untracked)),
         "",

@@ -17,12 +17,14 @@ from .op_checks import (
     get_executed_op_list, track_neuron_ops,
 )
 from .parity import assert_parity, dtype_rule_active, execution_path, mirror, tolerance
+from .streams_mode import requires_nrt_streams
 
 __all__ = [
     "assert_parity", "tolerance", "dtype_rule_active", "execution_path", "mirror",
     "track_neuron_ops", "OpTracker", "assert_op_runs_on_neuron", "assert_op_did_not_run_on_neuron",
     "assert_op_falls_back_on_cpu", "assert_op_does_not_run", "check_op_runs_on_neuron",
     "get_executed_op_list", "count_cpu_bounce_calls", "assert_no_fallback", "FallbackError", "strategies",
+    "requires_nrt_streams",
 ]
 
 

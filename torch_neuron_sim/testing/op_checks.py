@@ -1,7 +1,10 @@
-"""Where did an op run? Assertions over the op tracker, with the semantics of
-torch_neuronx's test helpers (its `tests/utils/neuron_test_utils.py`): names may be given with or without
-"aten::" and with or without an overload, and a name also matches the
-tracked names it is a substring of, as in the real helpers."""
+"""Where did an op run? Assertions over the op tracker that match names the
+way torch_neuronx's own test helpers do: a name that fell back exactly fails;
+an exact executed name passes; otherwise a name passes if an executed entry
+contains "nki_<name>", the name with "aten::" replaced by "nki_", or the name
+without "aten::" (so "aten::div" passes through "aten::div.out").
+Falling back needs the exact recorded name ("aten::cumprod", "aten::min.dim").
+The names recorded are the device's (torch_neuron_sim.tracking)."""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -11,18 +14,11 @@ from ..device import synchronize
 from ..tracking import clear_op_tracking, get_executed_ops, get_fallback_ops, get_op_counts, host_device_copies
 
 
-def _qualified(name: str) -> str:
-    return name if "::" in name else f"aten::{name}"
-
-
-def _matches(name: str, tracked: list[str]) -> list[str]:
-    q = _qualified(name)
-    exact = [t for t in tracked if t == q or t.split(".")[0] == q]
-    return exact or [t for t in tracked if q in t or f"nki_{name}" in t]
-
-
-def _executed_overloads() -> list[str]:
-    return [n for n, c in get_op_counts().items() if c["executed"]]
+def _ran(name: str, executed: list[str]) -> bool:
+    if name in executed:
+        return True
+    variants = (f"nki_{name}", name.replace("aten::", "nki_"), name.replace("aten::", ""))
+    return any(v in e for e in executed for v in variants)
 
 
 class OpTracker:
@@ -30,7 +26,7 @@ class OpTracker:
 
     @property
     def executed(self) -> list[str]:
-        """Ops that ran on neuron, by base name ("aten::add")."""
+        """Ops that ran on neuron, as the device records them ("aten::add.Tensor")."""
         synchronize()
         return get_executed_ops()
 
@@ -60,9 +56,11 @@ def track_neuron_ops() -> OpTracker:
 
 
 def check_op_runs_on_neuron(name: str) -> bool:
-    """True if `name` ran on neuron and never fell back since the last clear."""
+    """True if `name` ran on neuron and did not fall back (exact name) since the last clear."""
     synchronize()
-    return bool(_matches(name, _executed_overloads())) and not _matches(name, get_fallback_ops())
+    if name in get_fallback_ops():
+        return False
+    return _ran(name, get_executed_ops())
 
 
 def _state(name: str) -> str:
@@ -72,30 +70,28 @@ def _state(name: str) -> str:
 def assert_op_runs_on_neuron(name: str) -> None:
     """The op ran natively on neuron, and did not fall back."""
     if not check_op_runs_on_neuron(name):
-        raise AssertionError(f"expected {_qualified(name)} to run on neuron\n{_state(name)}")
+        raise AssertionError(f"expected {name} to run on neuron\n{_state(name)}")
 
 
 def assert_op_did_not_run_on_neuron(name: str) -> None:
     """The op did not run natively on neuron (it fell back, or did not run)."""
-    synchronize()
-    hit = _matches(name, _executed_overloads())
-    if hit:
-        raise AssertionError(f"expected {_qualified(name)} not to run on neuron, but {hit} did\n{_state(name)}")
+    if check_op_runs_on_neuron(name):
+        raise AssertionError(f"expected {name} not to run on neuron, but it did\n{_state(name)}")
 
 
 def assert_op_falls_back_on_cpu(name: str) -> None:
     """The op took the CPU fallback at least once."""
     synchronize()
-    if not _matches(name, get_fallback_ops()):
-        raise AssertionError(f"expected {_qualified(name)} to fall back to CPU\n{_state(name)}")
+    if name not in get_fallback_ops():
+        raise AssertionError(f"expected {name} to fall back to CPU (exact name, e.g. 'aten::min.dim')\n{_state(name)}")
 
 
 def assert_op_does_not_run(name: str) -> None:
     """The op neither ran on neuron nor fell back."""
     synchronize()
-    hit = _matches(name, _executed_overloads()) + _matches(name, get_fallback_ops())
-    if hit:
-        raise AssertionError(f"expected {_qualified(name)} not to run at all, but {hit} did\n{_state(name)}")
+    fell = name in get_fallback_ops() or _ran(name, get_fallback_ops())
+    if _ran(name, get_executed_ops()) or fell:
+        raise AssertionError(f"expected {name} not to run at all, but it did\n{_state(name)}")
 
 
 def count_cpu_bounce_calls(fn, *args, **kwargs) -> int:

@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/empty.h>
 
+#include <atomic>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -21,7 +22,12 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+std::atomic<bool> g_device_rng{false};
+
 }  // namespace
+
+bool deviceRngStream() { return g_device_rng.load(std::memory_order_relaxed); }
+void setDeviceRngStream(bool on) { g_device_rng.store(on); }
 
 NeuronGeneratorImpl::NeuronGeneratorImpl(c10::DeviceIndex index, uint64_t seed)
     : c10::GeneratorImpl(neuronDevice(index), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
@@ -83,7 +89,7 @@ const at::Generator& defaultGenerator(c10::DeviceIndex index) {
       gens.push_back(at::make_generator<NeuronGeneratorImpl>(i, c10::detail::getNonDeterministicRandom()));
   }
   if (index < 0) index = static_cast<c10::DeviceIndex>(runtime::currentDevice());
-  TORCH_CHECK_INDEX(index >= 0 && index < static_cast<int>(gens.size()), "Device index ", index,
+  TORCH_CHECK(index >= 0 && index < static_cast<int>(gens.size()), "Device index ", index,
                     " is out of range. Valid range is 0 to ", gens.size() - 1, " for this process");
   return gens[index];
 }

@@ -32,6 +32,13 @@ class NeuronGeneratorImpl final : public c10::GeneratorImpl {
 };
 
 const at::Generator& defaultGenerator(c10::DeviceIndex index);
+
+// Where random ops on neuron draw. false (default, as TorchNeuron): no random
+// op is native there, so the CPU fallback draws from the CPU default
+// generator. true (NEURON_SIM_RNG=device): from the device's generator, an
+// independent stream, modelling a release with native random ops.
+bool deviceRngStream();
+void setDeviceRngStream(bool on);
 // The host generator a CPU kernel draws from on behalf of a neuron generator
 // (a fresh one per op: concurrent ops never share a host generator).
 at::Generator hostGeneratorOf(const at::Generator& g);

@@ -4,6 +4,9 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <array>
+#include <atomic>
+#include <cstdlib>
+#include <string>
 #include <mutex>
 
 #include "aten/device/guard.h"
@@ -19,6 +22,20 @@ namespace {
 using runtime::kMaxDevices;
 
 thread_local std::array<c10::StreamId, kMaxDevices> t_current_stream{};  // 0: default stream
+
+// NEURON_RT_ENABLE_HOST_CC, read once at the first stream creation as the
+// device reads it: unless it is exactly "1", the runtime runs one stream per
+// device and every new stream is the default stream.
+std::atomic<int> g_host_cc{-1};  // -1: not read yet
+bool multiStream() {
+  int v = g_host_cc.load(std::memory_order_relaxed);
+  if (C10_UNLIKELY(v < 0)) {
+    const char* env = std::getenv("NEURON_RT_ENABLE_HOST_CC");
+    v = env && std::string(env) == "1";
+    g_host_cc.store(v);
+  }
+  return v == 1;
+}
 
 runtime::StreamRef ref(const c10::Stream& s) { return {s.device_index(), s.id()}; }
 
@@ -62,6 +79,7 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   c10::Stream getNewStream(c10::Device d, int /*priority*/) const override {
     d = resolved(d);
+    if (!multiStream()) return c10::Stream(c10::Stream::UNSAFE, d, 0);
     return c10::Stream(c10::Stream::UNSAFE, d, runtime::newStreamId(d.index()));
   }
   c10::Stream getStreamFromGlobalPool(c10::Device d, bool is_high_priority) const override {
@@ -149,5 +167,8 @@ C10_REGISTER_GUARD_IMPL(PrivateUse1, NeuronGuardImpl);
 
 int currentDeviceIndex() { return runtime::currentDevice(); }
 int64_t currentStreamId(int device) { return t_current_stream[device]; }
+
+void rereadHostCC() { g_host_cc.store(-1); }
+bool multiStreamMode() { return multiStream(); }
 
 }  // namespace neuron_sim

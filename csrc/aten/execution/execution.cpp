@@ -11,8 +11,11 @@
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
+#include <sstream>
+#include <string>
 
 #include "aten/device/generator.h"
 #include "aten/device/guard.h"
@@ -71,13 +74,79 @@ void checkGeneratorPlacement(const c10::OperatorHandle& op, const Stack& stack) 
               " runs on the CPU here; pass a CPU generator, or create the tensor on neuron)");
 }
 
-// Random ops draw from the device's generator, never from the CPU stream.
+// NEURON_SIM_RNG=device only: random ops draw from the device's generator,
+// never from the CPU stream. By default (as on the device, where no random op
+// is native) the CPU kernel draws from the CPU default generator.
 void useDeviceGenerators(const OpEntry& e, Stack* stack, size_t first, int device) {
+  if (!deviceRngStream()) return;
   for (size_t i : e.generator_args) {
     c10::IValue& v = (*stack)[first + i];
     const at::Generator& g = v.isNone() ? defaultGenerator(static_cast<c10::DeviceIndex>(device)) : v.toGenerator();
     v = hostGeneratorOf(g);
   }
+}
+
+std::string deviceName(const at::Tensor& t) { return c10::DeviceTypeName(t.device().type(), /*lower_case=*/true); }
+
+// A tensor input of a native op that is not on neuron and not 0-dim: the
+// device's message (its Python ops check this before anything else).
+[[noreturn]] void foreignInput(const c10::OperatorHandle& op, const OpEntry& e, const Stack& stack, size_t i,
+                               int64_t j, const at::Tensor& t) {
+  const auto& schema = op.schema();
+  const size_t first = stack.size() - schema.arguments().size();
+  if (e.inputs.load(std::memory_order_relaxed) == InputCheck::kIterator) {
+    // TensorIterator names the first device it saw and the one that differs.
+    c10::Device other = t.device();
+    bool neuron_first = false;
+    for (size_t k = 0; k < i; ++k) {
+      const c10::IValue& v = stack[first + k];
+      if (v.isTensor() && onNeuron(v.toTensor())) { other = v.toTensor().device(); neuron_first = true; break; }
+    }
+    if (!neuron_first) other = neuronDevice(opDevice(c10::ArrayRef<c10::IValue>(stack.data() + first, schema.arguments().size())));
+    const c10::Device a = neuron_first ? other : t.device(), b = neuron_first ? t.device() : other;
+    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", a, " and ",
+                b, "!");
+  }
+  const auto& arg = schema.arguments()[i];
+  if (arg.kwarg_only())  // the device's wording, without the space
+    TORCH_CHECK(false, "Non-scalar tensor kwarg '", arg.name(), "' is on ", deviceName(t), "device, expected neuron");
+  if (j >= 0) TORCH_CHECK(false, "Non-scalar tensor arg", i, "[", j, "] is on ", deviceName(t), " device, expected neuron");
+  TORCH_CHECK(false, "Non-scalar tensor arg", i, " is on ", deviceName(t), " device, expected neuron");
+}
+
+// The device checks a native op's tensor inputs before running it: all on
+// neuron (0-dim CPU tensors aside) and on one NeuronCore. Returns false when
+// the op's rule sends such a call to the CPU fallback instead.
+bool checkInputs(const c10::OperatorHandle& op, const OpEntry& e, const Stack& stack) {
+  const size_t nargs = op.schema().arguments().size();
+  const size_t first = stack.size() - nargs;
+  const InputCheck mode = e.inputs.load(std::memory_order_relaxed);
+  const size_t n = mode == InputCheck::kSelf ? std::min<size_t>(1, nargs) : nargs;
+  int device = -1;
+  auto one = [&](const at::Tensor& t, size_t i, int64_t j) {
+    if (!t.defined()) return true;
+    if (t.device().type() == kNeuron) {
+      const int d = t.device().index();
+      if (device < 0) device = d;
+      TORCH_CHECK(d == device, "Inconsistent device IDs found in kernel inputs: expected device ", device,
+                  " but found device ", d);
+      return true;
+    }
+    if (t.dim() == 0) return true;
+    if (mode == InputCheck::kFallback) return false;
+    foreignInput(op, e, stack, i, j, t);
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const c10::IValue& v = stack[first + i];
+    if (v.isTensor()) {
+      if (!one(v.toTensor(), i, -1)) return false;
+    } else if (v.isList()) {
+      const auto list = v.toListRef();
+      for (size_t j = 0; j < list.size(); ++j)
+        if (list[j].isTensor() && !one(list[j].toTensor(), i, static_cast<int64_t>(j))) return false;
+    }
+  }
+  return true;
 }
 
 c10::IValue aliasArg(const c10::IValue& v, c10::SmallVector<Aliased, 8>& aliased) {
@@ -155,7 +224,7 @@ void runNative(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
   for (size_t i = first; i < first + nargs; ++i) (*stack)[i] = aliasArg((*stack)[i], aliased);
   useDeviceGenerators(e, stack, first, device);
   std::optional<HostDefaultGeneratorRedirect> rng;  // native_dropout draws without a Generator? argument
-  if (C10_UNLIKELY(e.draws_host_default)) rng.emplace(defaultGenerator(static_cast<c10::DeviceIndex>(device)));
+  if (C10_UNLIKELY(e.draws_host_default) && deviceRngStream()) rng.emplace(defaultGenerator(static_cast<c10::DeviceIndex>(device)));
   Narrowed narrowed;  // the 64-bit rule: compute float64/int64 in 32 bits
   const bool narrow = narrowArguments(e, stack, first, nargs, narrowed);
   {
@@ -169,7 +238,7 @@ void runNative(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
   for (size_t i = stack->size() - nret; i < stack->size(); ++i)
     (*stack)[i] = resultToDevice((*stack)[i], aliased, device);
   // Counted once the op succeeded: a call that raised neither ran nor compiled.
-  e.executed.fetch_add(1, std::memory_order_relaxed);
+  if (!e.never.load(std::memory_order_relaxed)) e.executed.fetch_add(1, std::memory_order_relaxed);
   const bool compiled = noteCompiled(e, signature);
   if (C10_UNLIKELY(record)) {
     if (compiled) profiler::recordCompile(e.name, device);  // on the timeline before the kernel's event
@@ -221,6 +290,41 @@ bool writesUndeclaredRunningStats(const c10::OperatorHandle& op) {
   return op == bn || op == bn_out;
 }
 
+// The fallback of an op PyTorch has no CPU kernel for but the emulator
+// computes (a host kernel: linear_backward, the batch_norm_* helpers...),
+// as when a native-op table leaves it out: the inputs are copied to the host,
+// the host kernel runs there, and the results (and out= arguments) are
+// copied back - what cpu_fallback does with a CPU kernel.
+void hostKernelFallback(const c10::OperatorHandle& op, const OpEntry& e, Stack* stack) {
+  const auto& schema = op.schema();
+  const size_t nargs = schema.arguments().size();
+  const size_t first = stack->size() - nargs;
+  const int device = opDevice(c10::ArrayRef<c10::IValue>(stack->data() + first, nargs));
+  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2> written;  // (host copy, the caller's tensor)
+  for (size_t i = 0; i < nargs; ++i) {
+    c10::IValue& v = (*stack)[first + i];
+    if (!v.isTensor() || !onNeuron(v.toTensor())) continue;
+    at::Tensor original = v.toTensor();
+    at::Tensor host = original.cpu();
+    const auto* alias = schema.arguments()[i].alias_info();
+    if (alias != nullptr && alias->isWrite()) written.emplace_back(host, original);
+    v = host;
+  }
+  e.host_kernel(op, stack);
+  for (auto& [host, original] : written) {
+    if (!original.sizes().equals(host.sizes())) original.resize_(host.sizes());
+    original.copy_(host);
+  }
+  const size_t nret = schema.returns().size();
+  for (size_t i = stack->size() - nret; i < stack->size(); ++i) {
+    c10::IValue& v = (*stack)[i];
+    if (!v.isTensor() || !v.toTensor().defined()) continue;
+    const at::Tensor t = v.toTensor();
+    auto out = std::find_if(written.begin(), written.end(), [&](const auto& w) { return w.first.is_same(t); });
+    v = out != written.end() ? out->second : t.to(neuronDevice(device));
+  }
+}
+
 void runFallback(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
   if (!e.untracked) {
     e.fallbacks.fetch_add(1, std::memory_order_relaxed);
@@ -237,11 +341,12 @@ void runFallback(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
     useDeviceGenerators(e, stack, first, opDevice(c10::ArrayRef<c10::IValue>(stack->data() + first, nargs)));
   }
   std::optional<HostDefaultGeneratorRedirect> rng;
-  if (C10_UNLIKELY(e.draws_host_default)) {
+  if (C10_UNLIKELY(e.draws_host_default) && deviceRngStream()) {
     const size_t nargs = op.schema().arguments().size();
     rng.emplace(defaultGenerator(static_cast<c10::DeviceIndex>(
         opDevice(c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - nargs, nargs)))));
   }
+  const bool host_kernel = C10_UNLIKELY(e.host_kernel != nullptr) && !op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
   const int host_target = hostTargetDevice(op, *stack);
   c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2> running_stats;  // (neuron tensor, host copy)
   if (C10_UNLIKELY(writesUndeclaredRunningStats(op))) {
@@ -260,13 +365,35 @@ void runFallback(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
     c10::ArrayRef<c10::IValue> args(stack->data() + stack->size() - nargs, nargs);
     record.emplace(e.name, args, opDevice(args), true);
   }
-  at::native::cpu_fallback(op, stack);
-  for (auto& [device_stats, host] : running_stats) device_stats.copy_(host);
-  if (C10_UNLIKELY(host_target >= 0)) returnsToDevice(op, stack, host_target);
+  if (host_kernel) {
+    hostKernelFallback(op, e, stack);
+  } else {
+    at::native::cpu_fallback(op, stack);
+    for (auto& [device_stats, host] : running_stats) device_stats.copy_(host);
+    if (C10_UNLIKELY(host_target >= 0)) returnsToDevice(op, stack, host_target);
+  }
   if (C10_UNLIKELY(record)) {
     const size_t nret = op.schema().returns().size();
     record->finish(c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - nret, nret));
   }
+}
+
+// "[Tensor(shape=[2, 3], dtype=Float, device=neuron:0), 1]" for error messages (cold path).
+std::string describeArgs(const c10::OperatorHandle& op, const Stack& stack) {
+  const size_t nargs = op.schema().arguments().size();
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = stack.size() >= nargs ? stack.size() - nargs : 0, k = 0; i < stack.size(); ++i, ++k) {
+    if (k) out << ", ";
+    const c10::IValue& v = stack[i];
+    if (v.isTensor() && v.toTensor().defined())
+      out << "Tensor(shape=" << v.toTensor().sizes() << ", dtype=" << v.toTensor().scalar_type()
+          << ", device=" << v.toTensor().device() << ")";
+    else if (v.isTensorList()) out << "[" << v.toTensorList().size() << " tensors]";
+    else out << v;
+  }
+  out << "]";
+  return out.str();
 }
 
 void neuronKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* stack) {
@@ -274,7 +401,11 @@ void neuronKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* sta
   runtime::HostAccess access;  // NEURON_SIM_PROTECT: kernels may touch arena pages
   OpEntry& e = opEntry(op);
   if (C10_UNLIKELY(!e.generator_args.empty())) checkGeneratorPlacement(op, *stack);
-  if (e.native.load(std::memory_order_relaxed)) {
+  if (e.native.load(std::memory_order_relaxed) && checkInputs(op, e, *stack)) {
+    // The device's own argument checks: their errors propagate as raised.
+    if (C10_UNLIKELY(e.precondition != nullptr)) e.precondition(op, *stack);
+    std::string args;  // for the fallback-disabled message, taken before the kernel consumes the stack
+    if (C10_UNLIKELY(fallbackOnlyForUnimplemented())) args = describeArgs(op, *stack);
     try {
       runNative(op, e, stack);
     } catch (const c10::IndexError&) {
@@ -287,9 +418,11 @@ void neuronKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* sta
       // The real backend retries a failing native op on the CPU, where this
       // kernel (the same one) would fail the same way - unless told not to.
       if (!fallbackOnlyForUnimplemented()) throw;
-      TORCH_CHECK(false, "CPU fallback disabled because TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1: "
-                  "operator '", e.name, "' is implemented on Neuron but failed: ", ex.what_without_backtrace(),
-                  "\nUnset the variable (or set it to 0) to let failing ops fall back to CPU.");
+      // The device's message; the implementation is the emulator's kernel.
+      TORCH_CHECK(false, "CPU fallback disabled because TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1. "
+                  "Operation ", e.name, " failed to execute on Neuron (last implementation: EmulatorKernel). "
+                  "Details: EmulatorKernel: ", ex.what_without_backtrace(), ". Args: ", args,
+                  ". Unset the variable (or set it to 0) to let failing ops fall back to CPU.");
     }
   } else {
     runFallback(op, e, stack);
@@ -309,6 +442,15 @@ void registerNativeKernels(const std::vector<std::string>& names) {
 
 void runBoxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   neuronKernel(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
+}
+
+// Composite ops the device registers without an autograd formula (isfinite,
+// one_hot, index_select_backward): autograd passes them through to the
+// device's kernel, so their outputs carry no grad_fn, as on the device.
+void registerAutogradPassthrough(const std::vector<std::string>& names) {
+  static auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::AutogradPrivateUse1,
+                                        __FILE__, __LINE__);
+  for (const auto& n : names) lib->impl(n.c_str(), torch::CppFunction::makeFallthrough());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

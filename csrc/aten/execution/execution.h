@@ -14,6 +14,8 @@ namespace neuron_sim {
 // native set names some of them, so they get the path registered directly.
 // The hottest of them get their unboxed kernel instead (fast_path.h).
 void registerNativeKernels(const std::vector<std::string>& names);
+// Composite ops registered without an autograd formula: autograd passes them through.
+void registerAutogradPassthrough(const std::vector<std::string>& names);
 
 // One op through the boxed path (native or fallback), as the dispatcher
 // would run it: for the unboxed kernels' calls that are not the common case.

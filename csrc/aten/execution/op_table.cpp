@@ -20,16 +20,10 @@ Table& table() {
   return *t;
 }
 
-// The 37 view and metadata names the real backend's C++ fallback never
-// records (docs/native-ops.md, "Never tracked").
-const std::unordered_set<std::string>& untrackedNames() {
-  static const std::unordered_set<std::string> names = {
-      "view", "reshape", "flatten", "squeeze", "unsqueeze", "transpose", "permute", "select", "slice",
-      "narrow", "split", "chunk", "expand", "expand_as", "as_strided", "unfold", "diagonal",
-      "diagonal_backward", "view_as_real", "view_as_complex", "real", "imag", "conj", "_conj",
-      "_neg_view", "alias", "detach", "view_as", "reshape_as", "t", "mT", "mH", "adjoint", "movedim",
-      "moveaxis", "swapaxes", "swapdims"};
-  return names;
+// tracking.rules, as loaded by torch_neuron_sim.native_ops (empty until then).
+TrackingRules& rules() {
+  static auto* r = new TrackingRules();
+  return *r;
 }
 
 std::unordered_map<std::string, HostKernel>& hostKernels() {
@@ -38,6 +32,28 @@ std::unordered_map<std::string, HostKernel>& hostKernels() {
 }
 
 bool isNative(const Table& t, const OpEntry& e) { return t.native.count(e.name) || t.native.count(e.base); }
+
+std::unordered_map<std::string, Precondition>& preconditions() {
+  static auto* checks = new std::unordered_map<std::string, Precondition>();
+  return *checks;
+}
+
+// The rules that concern one entry; under the table's lock.
+void applyRules(OpEntry& e) {
+  const TrackingRules& r = rules();
+  auto rec = r.record.find(e.name);
+  e.recorded = rec != r.record.end() ? rec->second : e.name;
+  e.never = r.never.count(e.name) > 0;
+  e.untracked = e.never.load() || r.exempt.count(e.name) > 0;
+  InputCheck check = InputCheck::kAll;
+  auto in = r.inputs.find(e.name);
+  if (in != r.inputs.end()) {
+    if (in->second == "self") check = InputCheck::kSelf;
+    else if (in->second == "iterator") check = InputCheck::kIterator;
+    else if (in->second == "fallback") check = InputCheck::kFallback;
+  }
+  e.inputs = check;
+}
 
 }  // namespace
 
@@ -57,9 +73,10 @@ OpEntry& opEntry(const c10::OperatorHandle& op) {
     slot->native = isNative(t, *slot);
     auto hk = hostKernels().find(slot->name);
     if (hk != hostKernels().end()) slot->host_kernel = hk->second;
+    auto pre = preconditions().find(slot->name);
+    if (pre != preconditions().end()) slot->precondition = pre->second;
     slot->draws_host_default = name.name == "aten::native_dropout";
-    auto colons = name.name.find("::");
-    slot->untracked = untrackedNames().count(name.name.substr(colons == std::string::npos ? 0 : colons + 2)) > 0;
+    applyRules(*slot);
     const auto& args = op.schema().arguments();
     for (size_t i = 0; i < args.size(); ++i) {
       const auto& type = args[i].type();
@@ -80,7 +97,22 @@ void setNativeOps(const std::vector<std::string>& names) {
   for (auto& [key, e] : t.entries) e->native = isNative(t, *e);
 }
 
-std::vector<std::string> untrackedOpNames() { return {untrackedNames().begin(), untrackedNames().end()}; }
+std::vector<std::string> untrackedOpNames() {
+  Table& t = table();
+  std::lock_guard<std::mutex> g(t.mu);
+  return {rules().exempt.begin(), rules().exempt.end()};
+}
+
+void setTrackingRules(TrackingRules r) {
+  Table& t = table();
+  std::lock_guard<std::mutex> g(t.mu);
+  rules() = std::move(r);
+  for (auto& [key, e] : t.entries) applyRules(*e);
+}
+
+OpEntry& kernelEntry(const char* name, const char* overload) {
+  return opEntry(c10::Dispatcher::singleton().findSchemaOrThrow(name, overload));
+}
 
 std::vector<std::string> nativeOps() {
   Table& t = table();
@@ -94,7 +126,7 @@ std::vector<OpCount> opCounts() {
   std::vector<OpCount> out;
   for (auto& [key, e] : t.entries) {
     uint64_t x = e->executed.load(), f = e->fallbacks.load();
-    if (x || f) out.push_back({e->name, x, f});
+    if (x || f) out.push_back({e->name, e->recorded, x, f});
   }
   return out;
 }
@@ -133,5 +165,11 @@ void forEachOpEntry(void (*f)(OpEntry&)) {
 }
 
 void registerHostKernel(const std::string& name, HostKernel kernel) { hostKernels()[name] = kernel; }
+std::vector<std::string> hostKernelNames() {
+  std::vector<std::string> out;
+  for (const auto& [name, k] : hostKernels()) out.push_back(name);
+  return out;
+}
+void registerPrecondition(const std::string& name, Precondition check) { preconditions()[name] = check; }
 
 }  // namespace neuron_sim

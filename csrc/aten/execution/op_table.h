@@ -10,6 +10,7 @@
 #include <atomic>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -19,12 +20,29 @@ namespace neuron_sim {
 // ops) has a host kernel: a boxed function run in place of the CPU redispatch.
 using HostKernel = void (*)(const c10::OperatorHandle&, torch::jit::Stack*);
 void registerHostKernel(const std::string& name, HostKernel kernel);  // before the op is first used
+std::vector<std::string> hostKernelNames();
+
+// The device's own argument checks for a native op, run before its kernel
+// (its messages and exception types where they differ from the CPU's).
+using Precondition = void (*)(const c10::OperatorHandle&, const torch::jit::Stack&);
+void registerPrecondition(const std::string& name, Precondition check);  // before the op is first used
+
+// How a native op checks where its tensor inputs are (tracking.rules, "inputs").
+enum class InputCheck : uint8_t {
+  kAll,       // every tensor that is not 0-dim must be on neuron
+  kSelf,      // only the first argument (index.Tensor takes CPU indices)
+  kIterator,  // TensorIterator's check and message (structured wrappers)
+  kFallback,  // a tensor elsewhere sends the op to the CPU fallback
+};
 
 struct OpEntry {
-  std::string name;  // "aten::add.Tensor"
-  std::string base;  // "aten::add"
+  std::string name;      // "aten::add.Tensor"
+  std::string base;      // "aten::add"
+  std::string recorded;  // the name the device records when it runs the op ("aten::div.out" for div.Tensor)
   std::atomic<bool> native{false};
-  std::atomic<bool> untracked{false};  // view/metadata ops the real backend never records
+  std::atomic<bool> untracked{false};  // fallbacks never recorded (view/metadata ops, by exact name)
+  std::atomic<bool> never{false};      // never recorded, executed or not (some C++ kernels of the device)
+  std::atomic<InputCheck> inputs{InputCheck::kAll};
   std::atomic<uint64_t> executed{0};
   std::atomic<uint64_t> fallbacks{0};
   std::atomic<bool> announced{false};
@@ -42,17 +60,37 @@ struct OpEntry {
   std::unordered_set<uint64_t> signatures;
   std::atomic<uint64_t> cache_hits{0};
   HostKernel host_kernel = nullptr;
+  Precondition precondition = nullptr;
 };
 
 OpEntry& opEntry(const c10::OperatorHandle& op);
+// The entry of a kernel registered directly (not through the boxed path),
+// found once: `static OpEntry& e = kernelEntry("aten::clone", "");`
+OpEntry& kernelEntry(const char* name, const char* overload);
+// A direct kernel of the device that records its run (aten::empty, aten::clone...).
+inline void recordKernelRun(OpEntry& e) {
+  if (!e.never.load(std::memory_order_relaxed)) e.executed.fetch_add(1, std::memory_order_relaxed);
+}
+
+// The rules of tracking.rules: names recorded instead of the overload that
+// ran, ops never recorded, fallbacks exempt from recording (exact names), and
+// per-op input checks ("self", "iterator", "fallback").
+struct TrackingRules {
+  std::unordered_map<std::string, std::string> record;
+  std::unordered_set<std::string> never, exempt;
+  std::unordered_map<std::string, std::string> inputs;
+};
+void setTrackingRules(TrackingRules rules);
 
 // The native set: names are "aten::add" (every overload) or "aten::add.Tensor".
 void setNativeOps(const std::vector<std::string>& names);
 std::vector<std::string> nativeOps();
-// The view/metadata op names (no namespace) whose fallbacks are never recorded.
+// Exact op names whose fallbacks are never recorded.
 std::vector<std::string> untrackedOpNames();
 
-struct OpCount { std::string name; uint64_t executed, fallbacks; };
+// name: the overload as called; recorded: the name the device records for
+// its execution; fallbacks are recorded under `name`.
+struct OpCount { std::string name, recorded; uint64_t executed, fallbacks; };
 std::vector<OpCount> opCounts();
 void clearOpTracking();
 

@@ -81,8 +81,12 @@ at::Tensor dropoutMask(c10::IntArrayRef shape, double p, uint64_t seed) {
   return at::empty(shape, at::TensorOptions().dtype(at::kFloat)).bernoulli_(1.0 - p, g).div_(1.0 - p);
 }
 
+// The seed of a dropout mask: from the CPU default generator, as the device
+// draws its masks on the CPU (NEURON_SIM_RNG=device: the device's stream).
 uint64_t drawSeed() {
-  at::Generator g = hostGeneratorOf(defaultGenerator(static_cast<c10::DeviceIndex>(currentDeviceIndex())));
+  at::Generator g = deviceRngStream()
+                        ? hostGeneratorOf(defaultGenerator(static_cast<c10::DeviceIndex>(currentDeviceIndex())))
+                        : at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(g.mutex());
   return at::check_generator<at::CPUGeneratorImpl>(g)->random64();
 }

@@ -5,10 +5,12 @@
 
 #include <ATen/ops/_local_scalar_dense.h>
 #include <ATen/ops/copy.h>
+#include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include "aten/execution/dtype_policy.h"
 #include "aten/execution/tensor_alias.h"
+#include "aten/execution/op_table.h"
 #include "aten/neuron.h"
 #include "profiler/record.h"
 #include "runtime/host_access.h"
@@ -17,6 +19,10 @@ namespace neuron_sim {
 namespace {
 
 std::atomic<uint64_t> g_host_device_copies{0};
+// While set (a test replaced torch_neuronx._C._nrt_copy_*), every copy between
+// host and device is handed to it; its nested copy runs here with t_routing set.
+std::atomic<CopyRouter> g_router{nullptr};
+thread_local bool t_routing = false;
 
 bool is64(at::ScalarType s) { return s == at::kDouble || s == at::kLong; }
 
@@ -28,6 +34,18 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
               " to ", dst.device(), "; move the tensor to the CPU first");
   TORCH_CHECK(dst.device().type() == kNeuron || dst.device().is_cpu(), "neuron: cannot copy from ", self.device(),
               " to ", dst.device(), "; move the tensor to the CPU first");
+  CopyRouter router = g_router.load(std::memory_order_relaxed);
+  if (C10_UNLIKELY(router != nullptr) && !t_routing && self.device().type() != dst.device().type()) {
+    t_routing = true;
+    try {
+      router(self, dst);
+    } catch (...) {
+      t_routing = false;
+      throw;
+    }
+    t_routing = false;
+    return dst;
+  }
   // The real backend's cast policy sends every cast to or from float64/int64
   // through the CPU (the device cannot convert them); arena bytes are host
   // memory, so here that is the same copy, counted (docs/semantics.md).
@@ -41,12 +59,37 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   return dst;
 }
 
+// As the device's C++ kernel (the CPU fallback uses it to write results into
+// out= arguments): only host to device, and only into an empty or same-size
+// destination - the device does not resize a wrongly sized out= tensor.
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
-  if (!dst.sizes().equals(self.sizes())) dst.resize_(self.sizes());
+  TORCH_CHECK(self.device().is_cpu() && dst.device().type() == kNeuron,
+              "_copy_from_and_resize now only support copy from cpu tensor to neuron tensor, but got src tensor "
+              "device is ", self.device(), " and dst device is ", dst.device());
+  if (dst.numel() == 0) {
+    dst.resize_(self.sizes());
+  } else {
+    TORCH_CHECK(dst.sizes().equals(self.sizes()),
+                "_copy_from_and_resize now only support copy with same size, or dst.numel() == 0!");
+  }
   return copy_from(self, dst, false);
 }
 
+// A C++ kernel of the device (recorded as "aten::clone"): the copy is always
+// contiguous; other memory formats are refused, as for every neuron tensor.
+at::Tensor clone(const at::Tensor& self, std::optional<c10::MemoryFormat> memory_format) {
+  static OpEntry& tracked = kernelEntry("aten::clone", "");
+  recordKernelRun(tracked);
+  const auto mf = memory_format.value_or(c10::MemoryFormat::Preserve);
+  TORCH_CHECK(mf == c10::MemoryFormat::Preserve || mf == c10::MemoryFormat::Contiguous,
+              "Neuron tensors only support contiguous or preserve memory format");
+  at::Tensor out = at::empty(self.sizes(), self.options());
+  return copy_from(self, out, false);
+}
+
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  static OpEntry& tracked = kernelEntry("aten::_local_scalar_dense", "");
+  recordKernelRun(tracked);
   runtime::HostAccess access;
   if (C10_UNLIKELY(profiler::recording())) profiler::recordScalarRead(self, runtime::wallNowNs());
   return at::_local_scalar_dense(hostAlias(self));
@@ -55,11 +98,13 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
 }  // namespace
 
 uint64_t hostDeviceCopies() { return g_host_device_copies.load(std::memory_order_relaxed); }
+void setCopyRouter(CopyRouter router) { g_router.store(router); }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("clone", clone);
 }
 
 }  // namespace neuron_sim

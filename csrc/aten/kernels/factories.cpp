@@ -1,11 +1,13 @@
 // Allocation kernels: every neuron tensor is born here, in its device's arena.
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/CPUFallback.h>
+#include <ATen/ops/empty.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
 #include "aten/device/guard.h"
 #include "aten/execution/fallback_policy.h"
+#include "aten/execution/op_table.h"
 #include "aten/memory/allocator.h"
 #include "aten/neuron.h"
 
@@ -28,6 +30,8 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
                                std::optional<c10::Layout> layout, std::optional<c10::Device> device,
                                std::optional<bool> /*pin_memory*/,
                                std::optional<c10::MemoryFormat> memory_format) {
+  static OpEntry& tracked = kernelEntry("aten::empty", "memory_format");  // recorded as "aten::empty"
+  recordKernelRun(tracked);
   checkLayout(layout);
   c10::DeviceGuard guard(target(device));  // allocation happens on the guarded device
   return at::detail::empty_generic(size, deviceAllocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
@@ -37,11 +41,24 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
                          std::optional<c10::Layout> layout, std::optional<c10::Device> device,
                          std::optional<bool> /*pin_memory*/) {
+  static OpEntry& tracked = kernelEntry("aten::empty_strided", "");
+  recordKernelRun(tracked);
   checkLayout(layout);
   c10::DeviceGuard guard(target(device));
   return at::detail::empty_strided_generic(size, stride, deviceAllocator(),
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                            c10::dtype_or_default(dtype));
+}
+
+// A C++ kernel of the device (recorded as "aten::new_empty"): the tensor is
+// allocated through empty, on self's device unless told otherwise.
+at::Tensor new_empty(const at::Tensor& self, c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                     std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                     std::optional<bool> pin_memory) {
+  static OpEntry& tracked = kernelEntry("aten::new_empty", "");
+  recordKernelRun(tracked);
+  return at::empty(size, self.options().merge_in(at::TensorOptions().dtype(dtype).layout(layout).device(device)
+                                                     .pinned_memory(pin_memory)));
 }
 
 // Tensors of other layouts on neuron (sparse, quantized) fail loudly, naming
@@ -60,6 +77,7 @@ void unsupportedLayout(const c10::OperatorHandle& op, c10::DispatchKeySet ks, to
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
+  m.impl("new_empty", new_empty);
 }
 
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {

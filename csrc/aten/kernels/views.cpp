@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "aten/memory/allocator.h"
+#include "aten/execution/op_table.h"
 #include "aten/neuron.h"
 #include "runtime/host_access.h"
 
@@ -44,6 +45,8 @@ size_t bytesNeeded(c10::IntArrayRef size, c10::IntArrayRef stride, int64_t offse
 
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
+  static OpEntry& tracked = kernelEntry("aten::resize_", "");
+  recordKernelRun(tracked);
   auto* impl = self.unsafeGetTensorImpl();
   impl->set_sizes_contiguous(size);
   auto mf = memory_format.value_or(c10::MemoryFormat::Contiguous);
@@ -53,10 +56,18 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
   return self;
 }
 
+// Every set_ overload is a C++ kernel of the device, recorded as "aten::set_",
+// with the device's messages; a CPU source never falls back.
+void recordSet() {
+  static OpEntry& tracked = kernelEntry("aten::set_", "source_Storage_storage_offset");
+  recordKernelRun(tracked);
+}
+
 at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset, c10::IntArrayRef size,
                         c10::IntArrayRef stride) {
   TORCH_CHECK(source.device().type() == kNeuron || source.nbytes() == 0,
-              "set_: expected a neuron storage but got one on ", source.device());
+              "set_: expected neuron source tensor, but got tensor on device ", source.device());
+  TORCH_CHECK(offset >= 0, "Tensor: invalid storage offset ", offset);
   auto* impl = self.unsafeGetTensorImpl();
   if (!self.storage().is_alias_of(source)) impl->set_storage_keep_dtype(std::move(source));
   if (stride.empty()) {
@@ -69,17 +80,28 @@ at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset, c
   return self;
 }
 
+at::Tensor& set_source_storage_offset(at::Tensor& self, c10::Storage source, int64_t offset,
+                                     c10::IntArrayRef size, c10::IntArrayRef stride) {
+  recordSet();
+  return set_storage(self, std::move(source), offset, size, stride);
+}
+
 at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  recordSet();
   size_t n = source.nbytes() / self.itemsize();
   return set_storage(self, std::move(source), 0, {static_cast<int64_t>(n)}, {});
 }
 
 at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& src) {
+  recordSet();
+  TORCH_CHECK(src.device().type() == kNeuron, "set_: expected neuron source tensor, but got tensor on device ",
+              src.device());
   if (self.unsafeGetTensorImpl() == src.unsafeGetTensorImpl()) return self;
   return set_storage(self, src.storage(), src.storage_offset(), src.sizes(), src.strides());
 }
 
 at::Tensor& set_empty(at::Tensor& self) {
+  recordSet();
   auto fresh = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), 0,
                                                      deviceAllocator()->allocate(0), deviceAllocator(), true);
   return set_storage(self, c10::Storage(std::move(fresh)), 0, {0}, {});
@@ -95,7 +117,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view_as_real", at::native::view_as_real);
   m.impl("view_as_complex", at::native::view_as_complex);
   m.impl("resize_", resize_);
-  m.impl("set_.source_Storage_storage_offset", set_storage);
+  m.impl("set_.source_Storage_storage_offset", set_source_storage_offset);
   m.impl("set_.source_Storage", set_source_storage);
   m.impl("set_.source_Tensor", set_source_tensor);
   m.impl("set_", set_empty);

@@ -1,0 +1,518 @@
+"""Where TorchNeuron and the CPU differ, the emulator behaves as TorchNeuron.
+Written as a torch_neuronx user writes tests: through the alias, with the
+device's own names, messages and test helpers. One section per behaviour:
+op-tracking names, composite ops as one op, random numbers, mixed-device
+inputs, streams, `.data =`, devices and messages, torch_neuronx internals."""
+import threading
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_neuron_sim
+from torch_neuron_sim.testing import (
+    assert_op_falls_back_on_cpu, assert_op_runs_on_neuron, check_op_runs_on_neuron, requires_nrt_streams,
+    track_neuron_ops,
+)
+
+torch_neuron_sim.install_torch_neuronx_alias()
+import torch_neuronx  # noqa: E402  (the emulator, through the alias)
+
+D = "neuron"
+
+
+# ---- 1. op-tracking names -------------------------------------------------------------------
+def test_executed_ops_are_recorded_under_the_overload_that_ran():
+    x = torch.randn(4, 3, device=D)
+    y = torch.randn(4, 3, device=D)
+    torch_neuronx.clear_op_tracking()
+    torch.where(x > 0, x, y)
+    x + y
+    x.sum(0)
+    torch.relu(x)
+    x / y
+    F.softmax(x, dim=1)
+    x.masked_fill(x > 0, 0.0)
+    ran = set(torch_neuronx.get_executed_ops())
+    assert {"aten::gt.Scalar_out", "aten::where.self", "aten::add.Tensor", "aten::sum.dim_IntList", "aten::relu",
+            "aten::div.out", "aten::_softmax", "aten::masked_fill_.Scalar"} <= ran
+    assert not any(n.endswith(".default") for n in ran)
+    assert "aten::div.Tensor" not in ran and "aten::softmax.int" not in ran
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+def test_cxx_kernels_record_fixed_base_names_and_views_stay_untracked():
+    torch_neuronx.clear_op_tracking()
+    x = torch.empty(4, device=D).fill_(1.0)
+    x.new_empty(2)
+    x.clone()
+    x.sum().item()
+    x.view(2, 2)
+    x.view(2, 2).t()
+    torch.argsort(x, stable=True)
+    z = torch.empty(0, device=D)
+    z.set_(x)
+    z.resize_(2)
+    ran = set(torch_neuronx.get_executed_ops())
+    assert {"aten::empty", "aten::new_empty", "aten::clone", "aten::_local_scalar_dense", "aten::set_",
+            "aten::resize_"} <= ran
+    assert not any(n.startswith(("aten::view", "aten::argsort", "aten::t", "aten::unsqueeze")) for n in ran)
+    assert torch_neuronx.get_fallback_ops() == []
+
+
+def test_fallbacks_are_recorded_with_their_overload():
+    x = torch.randn(4, 3, device=D)
+    torch_neuronx.clear_op_tracking()
+    torch.cumprod(x, 0)
+    x.min(0)
+    assert {"aten::cumprod.out", "aten::min.dim_min"} <= set(torch_neuronx.get_fallback_ops())
+
+
+def test_helpers_match_names_as_the_device_helpers_do():
+    x = torch.randn(4, device=D)
+    with track_neuron_ops():
+        x / x
+        torch.cumprod(x, 0)
+    assert_op_runs_on_neuron("aten::div.out")  # exact
+    assert_op_runs_on_neuron("aten::div")  # the base name is contained in "aten::div.out"
+    assert_op_falls_back_on_cpu("aten::cumprod.out")
+    assert not check_op_runs_on_neuron("aten::cumprod.out")  # an exact fallback entry fails
+    with pytest.raises(AssertionError, match="to fall back"):
+        assert_op_falls_back_on_cpu("cumprod")  # falling back needs the exact recorded name
+
+
+def test_tracking_rules_are_data_rendered_in_the_docs():
+    from pathlib import Path
+
+    from torch_neuron_sim.native_ops import render_rules
+
+    page = Path(__file__).resolve().parents[1] / "docs" / "op-tracking.md"
+    assert page.read_text() == render_rules.render()
+    rules = torch_neuron_sim.native_ops.read_rules()
+    assert ("record", "aten::div.Tensor", "aten::div.out") in [r[:3] for r in rules]
+
+
+# ---- 2. composite ops the device registers run as one op -------------------------------------
+def test_linear_runs_as_one_op_and_its_backward_is_linear_backward():
+    torch.manual_seed(0)
+    cpu = torch.nn.Linear(8, 4)
+    dev = torch.nn.Linear(8, 4).to(D)
+    dev.load_state_dict(cpu.state_dict())
+    x = torch.randn(5, 8)
+    with track_neuron_ops() as ops:
+        out = dev(x.to(D))
+        out.square().sum().backward()
+    cpu(x).square().sum().backward()
+    assert "aten::linear" in ops.executed and "aten::linear_backward" in ops.executed
+    assert not any(n.startswith(("aten::addmm", "aten::mm")) for n in ops.executed)
+    torch.testing.assert_close(dev.weight.grad.cpu(), cpu.weight.grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(dev.bias.grad.cpu(), cpu.bias.grad, rtol=1e-5, atol=1e-5)
+    xg = x.to(D).requires_grad_()
+    dev(xg).sum().backward()  # grad of the input: the first output of linear_backward
+    torch.testing.assert_close(xg.grad.cpu(), cpu.weight.sum(0).expand(5, 8).detach(), rtol=1e-5, atol=1e-5)
+
+
+def test_composites_without_a_formula_have_no_grad_fn():
+    x = torch.tensor([1.0, float("inf"), float("nan")], device=D, requires_grad=True)
+    with track_neuron_ops() as ops:
+        f = torch.isfinite(x)
+        h = F.one_hot(torch.tensor([0, 2], device=D), 3)
+    assert f.grad_fn is None and f.cpu().tolist() == [True, False, False]
+    assert h.cpu().tolist() == [[1, 0, 0], [0, 0, 1]]
+    assert {"aten::isfinite", "aten::one_hot"} <= set(ops.executed)
+
+
+def test_rms_norm_runs_fused_forward_and_backward_on_neuron():
+    torch.manual_seed(1)
+    x = torch.randn(3, 5, 8)
+    w = torch.randn(8)
+    xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
+    xd, wd = x.to(D).requires_grad_(), w.to(D).requires_grad_()
+    with track_neuron_ops() as ops:
+        F.rms_norm(xd, (8,), wd, 1e-6).square().sum().backward()
+    F.rms_norm(xc, (8,), wc, 1e-6).square().sum().backward()
+    assert {"aten::_fused_rms_norm", "aten::_fused_rms_norm_backward"} <= set(ops.executed)
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(wd.grad.cpu(), wc.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_batch_norm_helpers_without_cpu_kernels_compute_on_neuron():
+    # The SyncBatchNorm building blocks (CUDA-only upstream) against batch normalization on CPU.
+    torch.manual_seed(2)
+    x = torch.randn(6, 3, 4, dtype=torch.float64)
+    w, b = torch.randn(3, dtype=torch.float64), torch.randn(3, dtype=torch.float64)
+    dy = torch.randn(6, 3, 4, dtype=torch.float64)
+    xf, wf, bf, dyf = (t.float() for t in (x, w, b, dy))
+    xr = x.clone().requires_grad_()
+    wr, br = w.clone().requires_grad_(), b.clone().requires_grad_()
+    ref = F.batch_norm(xr, None, None, wr, br, training=True, eps=1e-5)
+    ref.backward(dy)
+    with track_neuron_ops() as ops:
+        xd = xf.to(D)
+        mean, invstd = torch.batch_norm_stats(xd, 1e-5)
+        # Two "ranks" with the same statistics combine to the same statistics.
+        rm, rv = torch.zeros(3, device=D), torch.ones(3, device=D)
+        counts = torch.tensor([24.0, 24.0], device=D)
+        gmean, ginvstd = torch.batch_norm_gather_stats_with_counts(
+            xd, torch.stack([mean, mean]), torch.stack([invstd, invstd]), rm, rv, 0.1, 1e-5, counts)
+        y = torch.batch_norm_elemt(xd, wf.to(D), bf.to(D), gmean, ginvstd, 1e-5)
+        sum_dy, sum_dy_xmu, gw, gb = torch.batch_norm_backward_reduce(
+            dyf.to(D), xd, gmean, ginvstd, wf.to(D), True, True, True)
+        gx = torch.batch_norm_backward_elemt(dyf.to(D), xd, gmean, ginvstd, wf.to(D), sum_dy, sum_dy_xmu,
+                                             torch.tensor([18, 6], device=D, dtype=torch.int32))
+    names = {"aten::batch_norm_stats", "aten::batch_norm_gather_stats_with_counts", "aten::batch_norm_elemt",
+             "aten::batch_norm_backward_reduce", "aten::batch_norm_backward_elemt"}
+    assert names <= set(ops.executed) and ops.fallback == []
+    tol = dict(rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(y.cpu().double(), ref.detach(), **tol)
+    torch.testing.assert_close(gx.cpu().double(), xr.grad, **tol)
+    torch.testing.assert_close(gw.cpu().double(), wr.grad, **tol)
+    torch.testing.assert_close(gb.cpu().double(), br.grad, **tol)
+    torch.testing.assert_close(rm.cpu().double(), 0.1 * x.mean((0, 2)), **tol)
+    # The running variance is unbiased over every rank's samples: 2 x 24 here.
+    torch.testing.assert_close(rv.cpu().double(), 0.9 + 0.1 * x.var((0, 2), unbiased=False) * 48 / 47, **tol)
+
+
+def test_ops_without_cpu_kernels_run_on_the_host_when_the_table_leaves_them_out():
+    # A table without linear (a future release, or testing.execution_path("fallback")):
+    # linear_backward, which PyTorch has no CPU kernel for, falls back to the emulator's kernel.
+    from torch_neuron_sim.testing import execution_path
+
+    torch.manual_seed(6)
+    cpu = torch.nn.Linear(4, 3)
+    dev = torch.nn.Linear(4, 3).to(D)
+    dev.load_state_dict(cpu.state_dict())
+    x = torch.randn(2, 4)
+    with execution_path("fallback"):
+        with track_neuron_ops() as ops:
+            dev(x.to(D)).sum().backward()
+        assert {"aten::linear", "aten::linear_backward"} <= set(ops.fallback)
+        assert not any(n.startswith("aten::linear") for n in ops.executed)
+    cpu(x).sum().backward()
+    torch.testing.assert_close(dev.weight.grad.cpu(), cpu.weight.grad)
+    torch.testing.assert_close(dev.bias.grad.cpu(), cpu.bias.grad)
+
+
+def test_every_native_table_entry_has_a_path_on_neuron():
+    # Each op of the native table either has a CPU kernel to run on arena memory,
+    # a composite kernel, or an emulator kernel: none can fail with
+    # "Could not run ... with arguments from the 'CPU' backend".
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    host = set(torch_neuron_sim.native_ops.emulated_kernels())
+    missing = []
+    for name in torch_neuron_sim.native_ops.current():
+        base, _, overload = name.partition(".")
+        torch._C._dispatch_find_schema_or_throw(base, overload)  # the name exists in this PyTorch
+        runs = any(has(name, k) for k in ("CPU", "CompositeImplicitAutograd", "CompositeExplicitAutograd",
+                                          "CompositeExplicitAutogradNonFunctional", "PrivateUse1"))
+        if not runs and name not in host:
+            missing.append(name)
+    assert missing == []
+    for name in host:  # and every emulator kernel belongs to a native op
+        assert name in torch_neuron_sim.native_ops.current()
+
+
+# ---- 3. random numbers come from the CPU stream ----------------------------------------------
+def test_random_tensors_on_neuron_are_drawn_from_the_cpu_stream():
+    torch.manual_seed(0)
+    a, b = torch.randn(4, device=D), torch.rand(3, 2, device=D)
+    c = torch.randint(0, 100, (5,), device=D)
+    after = torch.randn(2)
+    torch.manual_seed(0)
+    assert torch.equal(a.cpu(), torch.randn(4)) and torch.equal(b.cpu(), torch.rand(3, 2))
+    assert torch.equal(c.cpu(), torch.randint(0, 100, (5,)))
+    assert torch.equal(torch.randn(2), after)  # the device draws consumed the CPU stream
+    before = torch.neuron.get_rng_state()
+    torch.randn(8, device=D)
+    assert torch.equal(torch.neuron.get_rng_state(), before)  # no eager op reads the device generator
+
+
+def test_dropout_masks_equal_cpu_native_dropout():
+    x = torch.randn(10, 10)
+    torch.manual_seed(3)
+    out_d, mask_d = torch.native_dropout(x.to(D), 0.4, True)
+    f_d = F.dropout(x.to(D), 0.4, training=True)
+    m_d = torch.nn.Dropout(0.4)(x.to(D))
+    torch.manual_seed(3)
+    out_c, mask_c = torch.native_dropout(x, 0.4, True)
+    f_c, m_c = torch.native_dropout(x, 0.4, True)[0], torch.native_dropout(x, 0.4, True)[0]
+    assert torch.equal(mask_d.cpu(), mask_c) and torch.equal(out_d.cpu(), out_c)
+    assert torch.equal(f_d.cpu(), f_c) and torch.equal(m_d.cpu(), m_c)
+
+
+def test_sdpa_dropout_draws_from_the_cpu_stream():
+    q = torch.randn(1, 2, 8, 4, device=D)
+    torch.manual_seed(5)
+    a = F.scaled_dot_product_attention(q, q, q, dropout_p=0.5)
+    after = torch.randn(3)
+    torch.manual_seed(5)
+    b = F.scaled_dot_product_attention(q, q, q, dropout_p=0.5)
+    assert torch.equal(a.cpu(), b.cpu())
+    assert torch.equal(torch.randn(3), after)
+
+
+def test_generators_as_on_the_device():
+    g = torch.Generator(device=D)  # the generator API stays
+    g.manual_seed(4)
+    assert g.get_state().numel() == 16
+    with pytest.raises(RuntimeError, match="Expected a 'cpu' device type for generator but found 'neuron'"):
+        torch.rand(3, device=D, generator=g)  # the CPU fallback checks its generator
+    cpu_gen = torch.Generator().manual_seed(9)
+    r = torch.rand(3, device=D, generator=cpu_gen)
+    assert torch.equal(r.cpu(), torch.rand(3, generator=torch.Generator().manual_seed(9)))
+
+
+# ---- 4. mixed-device inputs -----------------------------------------------------------------
+def test_mixed_device_inputs_raise_the_device_message():
+    a = torch.ones(3, device=D)
+    c = torch.ones(3)
+    with pytest.raises(RuntimeError, match="^Non-scalar tensor arg1 is on cpu device, expected neuron"):
+        a + c
+    with pytest.raises(RuntimeError, match=r"Non-scalar tensor arg0\[2\] is on cpu device, expected neuron"):
+        torch.cat((a, a, c))
+    with pytest.raises(RuntimeError, match="Non-scalar tensor kwarg 'out' is on cpudevice, expected neuron"):
+        torch.mul(a, a, out=torch.empty(3))
+    with pytest.raises(RuntimeError, match="Non-scalar tensor arg2 is on cpu device, expected neuron"):
+        torch.index_select(a, 0, torch.tensor([0, 1]))
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device, but found at least two "
+                                           "devices, neuron:0 and cpu!"):
+        torch.eq(a, c)
+    # Allowed: 0-dim CPU tensors, Python scalars, CPU indices for x[idx].
+    assert (a + torch.tensor(2.0)).cpu().tolist() == [3.0] * 3
+    assert (a * 3).cpu().tolist() == [3.0] * 3
+    assert a[torch.tensor([0, 2])].cpu().tolist() == [1.0, 1.0]
+    with pytest.raises(RuntimeError, match="Inconsistent device IDs found in kernel inputs: expected device 0 but "
+                                           "found device 1"):
+        a + torch.ones(3, device="neuron:1")
+    assert (a + a).cpu().tolist() == [2.0] * 3  # the process stays usable
+
+
+# ---- 5. streams -------------------------------------------------------------------------------
+def test_single_stream_mode_unless_host_cc():
+    s = torch.neuron.Stream()
+    assert s == torch_neuronx.default_stream() and hash(s) == hash(torch_neuronx.default_stream())
+    assert torch.neuron.Stream(priority=-1) == torch_neuronx.default_stream()
+    with requires_nrt_streams():
+        t = torch.neuron.Stream()
+        assert t != torch_neuronx.default_stream() and t.stream_id != 0
+    assert torch.neuron.Stream() == torch_neuronx.default_stream()
+
+
+# ---- 6. .data = across CPU and neuron ---------------------------------------------------------
+def test_data_assignment_across_cpu_and_neuron():
+    x = torch.zeros(3)
+    torch_neuronx.clear_op_tracking()
+    x.data = torch.ones(3, device=D)
+    assert x.device.type == "neuron" and x.cpu().tolist() == [1.0] * 3
+    assert "aten::_has_compatible_shallow_copy_type" in torch_neuronx.get_executed_ops()
+    p = torch.nn.Parameter(torch.ones(3, device=D))
+    p.data = torch.zeros(3)  # FSDP's CPU offload
+    assert p.device.type == "cpu"
+    keys = str(torch._C._dispatch_keys(p))
+    assert "PrivateUse1" not in keys and "CPU" in keys and "AutogradCPU" in keys
+    p.data.add_(1)  # in-place ops now run on the CPU
+    assert p.tolist() == [1.0] * 3
+
+
+# ---- 7. devices, leniencies and messages ------------------------------------------------------
+def test_a_new_thread_sees_the_process_default_device():
+    seen = []
+    torch_neuronx.set_device(2)
+    try:
+        t = threading.Thread(target=lambda: seen.append(torch_neuronx.current_device()))
+        t.start()
+        t.join()
+        with torch.neuron.device(1):  # a context manager changes this thread only
+            t = threading.Thread(target=lambda: seen.append(torch_neuronx.current_device()))
+            t.start()
+            t.join()
+    finally:
+        torch_neuronx.set_device(0)
+    assert seen == [2, 2]
+
+
+def test_device_index_errors_are_the_devices():
+    n = torch_neuronx.device_count()
+    with pytest.raises(RuntimeError, match=rf"^Device index 20 is out of range. Valid range is 0 to {n - 1} for this "
+                                           r"process$"):
+        torch.ones(2).to("neuron:20")
+    with pytest.raises(ValueError, match=f"Invalid device id: 20. Valid range is 0 to {n - 1}"):
+        torch_neuronx.set_device(20)
+    with pytest.raises(ValueError, match=f"Invalid device id: 20. Valid range is 0 to {n - 1}"):
+        torch.neuron.device(20).__enter__()
+
+
+def test_128_devices_allowed_129_refused():
+    from conftest import run_python
+
+    code = """
+        import torch, torch_neuron_sim
+        print(torch.neuron.device_count(), torch.ones(2, device="neuron:127").device)
+    """
+    env = {"NEURON_SIM_CHIPS": "17", "NEURON_LOGICAL_NC_CONFIG": "1", "NEURON_SIM_HBM_GB": "1"}
+    ok = run_python(code, env={**env, "NEURON_RT_NUM_CORES": "128"})
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.split() == ["128", "neuron:127"]
+    refused = run_python(code, env={**env, "NEURON_RT_NUM_CORES": "129"})
+    assert refused.returncode != 0 and "at most 128 devices" in refused.stderr
+
+
+def test_dtype_leniencies_of_the_device():
+    x = torch.randn(2, 5, dtype=torch.float16)
+    y = torch._softmax(x.to(D), 1, True)  # the CPU refuses half_to_float
+    assert y.dtype == torch.float32
+    torch.testing.assert_close(y.cpu(), torch.softmax(x.float(), 1), rtol=1e-3, atol=1e-3)
+    assert torch._log_softmax(x.to(D), 1, True).dtype == torch.float32
+
+
+def test_errors_with_the_devices_types_and_messages():
+    a = torch.randn(4, 3, device=D)
+    with pytest.raises(TypeError, match=r"index_select\(\): Expected dtype int32 or int64 for index"):
+        torch.index_select(a, 0, torch.tensor([0.0, 1.0], device=D))
+    with pytest.raises(IndexError, match=r"index_select\(\): Index is supposed to be a vector"):
+        torch.index_select(a, 0, torch.zeros(2, 2, dtype=torch.long, device=D))
+    with pytest.raises(RuntimeError, match="one_hot is only applicable to index tensor of dtype int64, got "
+                                           "torch.int32"):
+        F.one_hot(torch.tensor([0, 1], dtype=torch.int32, device=D), 3)
+    with pytest.raises(TypeError, match="Expected the dtype for input and out to match, but got torch.int32 for "
+                                        "input's dtype and torch.float32 for out's dtype."):
+        torch.amax(torch.ones(3, dtype=torch.int32, device=D), 0, out=torch.empty((), device=D))
+    with pytest.raises(RuntimeError, match="nonzero: Expected out tensor to have scalar type Long but got scalar "
+                                           "typeFloat"):
+        torch.nonzero(a, out=torch.empty(0, device=D))
+    with pytest.raises(RuntimeError, match="torch.histogram: input tensor and hist tensor should have the same "
+                                           "dtype, but got input torch.float32 and hist torch.int32"):
+        torch.histc(a, 4, out=torch.empty(4, dtype=torch.int32, device=D))
+    with pytest.raises(RuntimeError, match="set_: expected neuron source tensor, but got tensor on device cpu"):
+        torch.empty(0, device=D).set_(torch.ones(3))
+    with pytest.raises(RuntimeError, match="Neuron tensors only support contiguous or preserve memory format"):
+        torch.randn(1, 2, 3, 3, device=D).contiguous(memory_format=torch.channels_last)
+    cl = torch.empty(1, 2, 3, 3, device=D, memory_format=torch.channels_last)  # allocation works
+    assert cl.is_contiguous(memory_format=torch.channels_last)
+    assert cl.clone().is_contiguous()  # a clone is always contiguous
+    with pytest.raises(RuntimeError, match="_copy_from_and_resize now only support copy with same size"):
+        torch.cumprod(a, 0, out=torch.empty(2, device=D))  # the fallback does not resize a wrong out=
+    assert torch.cumprod(a, 0, out=torch.empty(0, device=D)).shape == (4, 3)  # an empty one it does
+
+
+def test_multi_head_attention_refuses_what_the_device_refuses():
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).to(D).eval()
+    q = torch.randn(2, 4, 8, device=D)
+    args = (q, q, q, 8, 2, mha.in_proj_weight, mha.in_proj_bias, mha.out_proj.weight, mha.out_proj.bias)
+    with torch.no_grad():
+        out, w = torch._native_multi_head_attention(*args, need_weights=False)
+        assert out.shape == (2, 4, 8)
+        with pytest.raises(NotImplementedError, match=r"Returning attention weights \(need_weights=True\)"):
+            torch._native_multi_head_attention(*args)
+        with pytest.raises(NotImplementedError, match="Arbitrary mask tensors not yet supported"):
+            torch._native_multi_head_attention(*args, torch.zeros(4, 4, dtype=torch.bool, device=D),
+                                               need_weights=False)
+
+
+def test_fallback_only_for_unimplemented_ops_uses_the_devices_message():
+    torch_neuron_sim.tracking.set_fallback_only_for_unimplemented(True)
+    try:
+        with pytest.raises(RuntimeError, match="^CPU fallback disabled because "
+                                               "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1. Operation "
+                                               r"aten::mm failed to execute on Neuron \(last implementation: "):
+            torch.mm(torch.ones(2, 3, device=D), torch.ones(2, 3, device=D))
+    finally:
+        torch_neuron_sim.tracking.set_fallback_only_for_unimplemented(False)
+
+
+# ---- 8. torch_neuronx internals its test helpers call ----------------------------------------
+def test_internals_used_by_the_devices_test_helpers():
+    g = torch_neuronx._C._get_default_generator(0)
+    assert isinstance(g, torch.Generator) and g.device == torch.device("neuron:0")
+    assert torch_neuronx._C._get_default_generator(1).device == torch.device("neuron:1")
+    stats = torch_neuronx._C._get_compilation_cache_stats()
+    assert {"total_entries", "cache_hits", "cache_misses", "hit_rate"} <= set(stats)
+    assert isinstance(torch_neuronx._C.NeuronCachingAllocator.getCachedBlocks(), int)
+    torch_neuronx._C.NeuronCachingAllocator.emptyCache()
+
+
+def test_host_bounces_go_through_the_nrt_copy_entry_points():
+    from unittest import mock
+
+    c = torch_neuronx._C
+    with mock.patch.object(c, "_nrt_copy_cpu_to_neuron_tensor", wraps=c._nrt_copy_cpu_to_neuron_tensor) as w, \
+            mock.patch.object(c, "_nrt_copy_neuron_to_cpu_tensor", wraps=c._nrt_copy_neuron_to_cpu_tensor) as r:
+        x = torch.arange(6.0).to(D)
+        y = (x * 2).cpu()
+    assert y.tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+    assert w.call_count == 1 and r.call_count == 1
+    assert torch.arange(3.0).to(D).cpu().tolist() == [0.0, 1.0, 2.0]  # unpatched again
+
+
+def test_bounce_counting_by_replacing_the_entry_points_as_the_device_helpers_do():
+    # torch_neuronx's count_cpu_bounce_calls imports the submodule and assigns wrappers to it.
+    import torch_neuronx._C as C
+
+    counts = {"reads": 0, "writes": 0}
+    read, write = C._nrt_copy_neuron_to_cpu_tensor, C._nrt_copy_cpu_to_neuron_tensor
+
+    def counted(kind, fn):
+        def wrapper(*args, **kwargs):
+            counts[kind] += 1
+            return fn(*args, **kwargs)
+        return wrapper
+
+    a = torch.randn(4, 3, device=D)
+    C._nrt_copy_neuron_to_cpu_tensor = counted("reads", read)
+    C._nrt_copy_cpu_to_neuron_tensor = counted("writes", write)
+    try:
+        b = a + a  # native: no host bounce
+        native = dict(counts)
+        torch.trace(a)  # a fallback: the input goes out, the result comes back
+    finally:
+        C._nrt_copy_neuron_to_cpu_tensor, C._nrt_copy_cpu_to_neuron_tensor = read, write
+    assert native == {"reads": 0, "writes": 0}
+    assert counts == {"reads": 1, "writes": 1}
+    torch.testing.assert_close(b.cpu(), 2 * a.cpu())
+
+
+def test_torch_neuronx_utils_helpers():
+    from torch_neuronx.utils import (
+        get_neuron_registered_ops, get_platform_target, is_sync_mode_enabled, suppress_specific_warnings,
+        use_mlir_aten_ops,
+    )
+    import warnings
+
+    assert get_platform_target() == torch_neuronx.get_device_properties(0).name
+    import os
+
+    assert is_sync_mode_enabled() == (os.environ["NEURON_LAUNCH_BLOCKING"] == "1")  # "1" unless set otherwise
+    assert use_mlir_aten_ops() is True  # torch_neuronx's import default
+    ops = get_neuron_registered_ops(as_sorted=True, keep_variant=True)
+    assert ops == sorted(ops) and {"add.Tensor", "linear", "empty.memory_format", "argsort.stable"} <= set(ops)
+    assert "softmax.int" not in ops  # decomposed by PyTorch before the device sees it
+    assert "add" in get_neuron_registered_ops()
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        shown = []
+        saved = warnings.showwarning
+        warnings.showwarning = lambda *a, **k: shown.append(str(a[0]))
+        try:
+            with suppress_specific_warnings(["noisy"]):
+                warnings.warn("a noisy warning")
+                warnings.warn("a useful warning")
+        finally:
+            warnings.showwarning = saved
+    assert shown == ["a useful warning"]
+
+
+def test_registered_composites_keep_autograd_chains():
+    # The device's own check: an op registered on neuron that PyTorch would
+    # decompose (CompositeImplicitAutograd) and that has no derivative formula
+    # bypasses autograd, unless it is one the device vouches for.
+    from torch_neuronx.utils import get_neuron_registered_ops
+
+    def aten(key):
+        return {r[6:] for r in torch._C._dispatch_get_registrations_for_dispatch_key(key) if r.startswith("aten::")}
+
+    safe = {"set_", "set_.source_Tensor_storage_offset", "argsort.stable", "_has_compatible_shallow_copy_type",
+            "argsort", "contiguous", "isfinite", "one_hot", "rms_norm"}
+    composite, formulas = aten("CompositeImplicitAutograd"), aten("Autograd")
+    bad = [op for op in get_neuron_registered_ops(as_sorted=True, keep_variant=True)
+           if op in composite and op not in formulas and op not in safe and not op.endswith("_backward")]
+    assert bad == []
