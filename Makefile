@@ -14,7 +14,7 @@ STAMPS := .stamps
 CCACHE_DIR_PATH := $(wildcard /usr/lib/ccache)
 BUILD_ENV := TORCH_DEVICE_BACKEND_AUTOLOAD=0 MAX_JOBS=2 $(if $(CCACHE_DIR_PATH),PATH=$(CCACHE_DIR_PATH):$$PATH CCACHE_BASEDIR=$(CURDIR)/csrc CCACHE_NOHASHDIR=1)
 
-.PHONY: setup ext demo test test-deep bench clean docs browser screenshot
+.PHONY: setup ext demo test test-deep test-sanitize op-coverage bench clean docs browser screenshot
 
 setup: ext $(STAMPS)/install
 
@@ -23,7 +23,7 @@ setup: ext $(STAMPS)/install
 $(STAMPS)/deps: pyproject.toml
 	@mkdir -p $(STAMPS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -q "torch==2.13.0" numpy pybind11 pytest hypothesis ninja "setuptools>=64" wheel
+	$(PIP) install -q "torch==2.13.0" numpy pybind11 pytest hypothesis expecttest ninja "setuptools>=64" wheel
 	# the report page (bokeh), the docs site (sphinx), the browser tests (playwright): pyproject's extras
 	$(PIP) install -q "bokeh>=3.4" "playwright>=1.40" "sphinx>=7.2" "myst-parser>=2" "pydata-sphinx-theme>=0.15"
 	touch $@
@@ -63,11 +63,32 @@ test: setup browser
 	$(PY) -m pytest -q
 
 test-deep: setup
-	NEURON_SIM_HYPOTHESIS_PROFILE=deep $(PY) -m pytest -q
+	NEURON_SIM_HYPOTHESIS_PROFILE=deep NEURON_SIM_OPINFO=deep $(PY) -m pytest -q
+
+# Reruns the OpInfo suite in full (every dtype, every reference input) and
+# rewrites docs/op-coverage.md from the results.
+op-coverage: setup
+	NEURON_SIM_OPINFO=write $(PY) -m pytest -q tests/opinfo
+
+# The extension built with AddressSanitizer + UndefinedBehaviorSanitizer in
+# its own directory (the normal build is untouched), then the tests that
+# exercise the C++ layers run against it. CPython itself is not instrumented:
+# libasan is preloaded and leak detection is off.
+SAN := build-sanitize
+SANITIZE_TESTS ?= tests/test_execution.py tests/test_structured_fallback.py tests/test_memory_api.py tests/test_memory_debug.py \
+	tests/test_memory_reliability.py tests/test_streams.py tests/test_dtype_policy.py tests/test_errors.py \
+	tests/test_registration.py tests/test_attention.py tests/test_random.py tests/test_pinned_memory.py
+test-sanitize: setup
+	NEURON_SIM_SANITIZE=1 $(BUILD_ENV) $(PY) setup.py -q build_ext --build-temp $(SAN)/obj --build-lib $(SAN)/lib
+	rm -rf $(SAN)/site && mkdir -p $(SAN)/site && cp -r torch_neuron_sim $(SAN)/site/
+	rm -f $(SAN)/site/torch_neuron_sim/_C*.so && cp $(SAN)/lib/torch_neuron_sim/_C*.so $(SAN)/site/torch_neuron_sim/
+	PYTHONPATH=$(CURDIR)/$(SAN)/site LD_PRELOAD=$$($(CXX) -print-file-name=libasan.so) \
+	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  $(PY) -m pytest -q -p no:cacheprovider $(SANITIZE_TESTS)
 
 # Writes docs/benchmarks.md and the README's table (figures come from this run only).
 bench: setup
 	$(PY) benchmarks/run_all.py
 
 clean:
-	rm -rf build $(STAMPS) torch_neuron_sim/*.so *.egg-info docs/_build
+	rm -rf build build-sanitize $(STAMPS) torch_neuron_sim/*.so *.egg-info docs/_build

@@ -23,8 +23,14 @@ if os.environ.get("TORCH_NEURON_SIM_NO_EXT") != "1":
     # standard is the one torch's tooling passes (its headers need it): no -std here.
     csrc = os.path.abspath("csrc")
     flags = ["-O2", "-Wno-unused-parameter"]
+    link_flags = []
+    if os.environ.get("NEURON_SIM_SANITIZE") == "1":  # make test-sanitize: ASan + UBSan build
+        sanitize = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined"]
+        flags = ["-O1", "-g", "-Wno-unused-parameter", *sanitize]
+        link_flags = sanitize
     ext_modules = [
-        CppExtension("torch_neuron_sim._C", sources, include_dirs=[csrc], extra_compile_args=flags),
+        CppExtension("torch_neuron_sim._C", sources, include_dirs=[csrc], extra_compile_args=flags,
+                     extra_link_args=link_flags),
         CppExtension(
             "torch_neuron_sim._kineto",
             kineto_sources,
@@ -32,6 +38,7 @@ if os.environ.get("TORCH_NEURON_SIM_NO_EXT") != "1":
             define_macros=[("USE_KINETO", "1"), ("FMT_HEADER_ONLY", "1")],
             include_dirs=[csrc, os.path.join(os.path.dirname(torch.__file__), "include", "kineto")],
             extra_compile_args=flags,
+            extra_link_args=link_flags,
         ),
     ]
     cmdclass = {"build_ext": BuildExtension.with_options(use_ninja=True)}

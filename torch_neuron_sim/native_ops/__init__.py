@@ -129,9 +129,36 @@ def _apply_rules(path: str | os.PathLike = RULES) -> None:
                            {op: v for k, op, v, _ in rules if k == "inputs"})
 
 
+def _structured_functionals(native: list[str]) -> list[str]:
+    """Non-native functional and in-place variants of structured ops.
+
+    Such an op (mse_loss, smooth_l1_loss, atan2, ...) has a generated
+    CompositeExplicitAutogradNonFunctional kernel that serves any backend
+    without its own: it allocates the result on the device and calls the
+    op's out= variant, which then falls back to the CPU with a preallocated
+    output (the CPU kernel may resize it, with a warning CPU code never
+    prints) and is tracked under the out= name. Registered with the
+    device kernel instead, the fallback runs the functional CPU kernel, as on
+    the CPU, and reports the functional name. Ops with any native overload
+    keep the composite, which reaches the native out= variant.
+    """
+    native_bases = {_split(n)[0] for n in native}
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    out = []
+    for name in torch._C._dispatch_get_all_op_names():
+        if not name.startswith("aten::") or not has(name, "CompositeExplicitAutogradNonFunctional"):
+            continue
+        if _split(name)[0] in native_bases or name in _NEVER_DIRECT:
+            continue
+        if has(name, "CPU") and not has(name, "PrivateUse1") and not has(name, "CompositeImplicitAutograd"):
+            out.append(name)
+    return out
+
+
 def _apply(names: list[str], version: str) -> None:
     _C._set_native_ops(names)
     direct = [n for n in names if n not in _state["registered"] and _needs_direct_kernel(n)]
+    direct += [n for n in _structured_functionals(names) if n not in _state["registered"] and n not in direct]
     if direct:
         _C._register_native_kernels(direct)
         _C._register_autograd_passthrough([n for n in direct if _autograd_passthrough(n)])

@@ -1,0 +1,504 @@
+"""PyTorch's OpInfo database on `neuron` against the CPU, crash-isolated.
+
+What one check does (PyTorch's own test_compare_cpu, extended to gradients):
+samples are made on `neuron`, copied to the CPU for the reference, the op
+runs on both, outputs go through the sample's output_process_fn_grad and are
+compared with torch.testing.assert_close at its default tolerance for the
+dtype (tighter than test_compare_cpu's 1e-3). Backward: the same random
+cotangents on both sides, torch.autograd.grad over every input that
+requires grad, gradients compared the same way. op_db's declared skips for
+test_compare_cpu are honoured, except "non-deterministic" ones: random ops
+are compared by value after the same torch.manual_seed (the device draws
+from the CPU stream), by their distribution when values differ.
+
+Crash isolation: checks run in `spawn`ed worker processes fed one task (one
+op, all its dtypes and directions) at a time over a pipe. A worker that
+dies (segfault, abort) or hangs costs exactly the task it was running,
+which is recorded as a crash; a new worker takes the rest.
+
+The results are a table op x dtype x direction of statuses; render_table()
+writes docs/op-coverage.md and parse_table() reads it back, so the test can
+fail on any regression against the committed table.
+"""
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import re
+import time
+import traceback
+from dataclasses import dataclass, field
+
+# Statuses, best first. An op x dtype x direction gets the worst of its samples'.
+PASS = "pass"
+MISMATCH = "mismatch"            # both ran, values (or dtypes, shapes) differ
+ERROR = "error"                  # neuron raised where the CPU ran
+CRASH = "crash"                  # the worker died or hung
+EXPECTED_ERROR = "expected-error"  # every sample raises on CPU and on neuron alike
+SKIP = "skip"                    # op_db declares test_compare_cpu skipped for it
+NO_CPU = "cpu-unsupported"       # no sample runs on the CPU: nothing to compare
+RANK = {PASS: 0, MISMATCH: 1, ERROR: 2, CRASH: 3}
+
+DEVICE = "neuron"
+CI_DTYPES = ("float32", "bfloat16")
+DEEP_DTYPES = ("float32", "bfloat16", "float16", "int32")
+
+
+@dataclass
+class Config:
+    dtypes: tuple = CI_DTYPES
+    max_samples: int | None = 3        # None: every reference input
+    workers: int = 2
+    task_timeout: float = 120.0        # seconds for one op (all its dtypes); more means a hang
+    ops: list | None = None            # restrict to these op keys (debugging)
+
+
+@dataclass
+class Result:
+    status: str
+    detail: str = ""
+    samples: int = 0
+
+
+def op_key(op) -> str:
+    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+
+
+# ---------------------------------------------------------------------------
+# In the worker
+# ---------------------------------------------------------------------------
+
+def _skip_reason(op, dtype) -> tuple[str, str] | None:
+    """(kind, reason) of a decorator op_db declares for test_compare_cpu, if any."""
+    import unittest
+
+    for d in op.decorators:
+        if not hasattr(d, "is_active") or not d.is_active("TestCommon", "test_compare_cpu", DEVICE, dtype, {}):
+            continue
+        for dec in d.decorators:
+            if dec is unittest.expectedFailure:
+                return "expectedFailure", "declared expected failure"
+            if getattr(dec, "__qualname__", "").startswith("skip."):
+                reason = next((c.cell_contents for c in (dec.__closure__ or ()) if isinstance(c.cell_contents, str)),
+                              "skipped")
+                return "skip", reason
+    return None
+
+
+def _tensors(x):
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, (list, tuple)):
+        for e in x:
+            yield from _tensors(e)
+    elif isinstance(x, dict):
+        for e in x.values():
+            yield from _tensors(e)
+
+
+def _to_cpu(x):
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        if x.device.type != DEVICE:
+            return x
+        t = x.detach().to("cpu")
+        return t.requires_grad_(x.requires_grad) if x.requires_grad else t
+    return x
+
+
+def _structure(x):
+    """Outputs as nested lists of CPU tensors and plain values."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x.detach().to("cpu") if x.device.type == DEVICE else x.detach()
+    if isinstance(x, (list, tuple)):
+        return [_structure(e) for e in x]
+    if isinstance(x, dict):
+        return {k: _structure(v) for k, v in x.items()}
+    if isinstance(x, torch.return_types.__dict__.get("_ReturnType", ())):
+        return [_structure(e) for e in x]
+    return x
+
+
+def _compare(actual, expected) -> str | None:
+    """None if equal within assert_close's default tolerance for the dtype, else the message."""
+    import torch
+
+    try:
+        torch.testing.assert_close(actual, expected, equal_nan=True, check_device=False)
+        return None
+    except (AssertionError, TypeError, ValueError, RuntimeError) as e:
+        return str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+
+
+def _distribution_matches(actual, expected) -> bool:
+    """Random outputs that differ by value: same structure, dtypes and shapes,
+    and each float tensor's mean within a generous bound of the CPU one."""
+    import torch
+
+    a, b = list(_tensors(actual)), list(_tensors(expected))
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x.dtype != y.dtype or x.shape != y.shape:
+            return False
+        if x.numel() == 0 or not (x.dtype.is_floating_point or x.dtype.is_complex):
+            continue
+        xf, yf = x.double(), y.double()
+        if not torch.isfinite(xf).all() or not torch.isfinite(yf).all():
+            continue
+        spread = float(torch.cat([xf.flatten(), yf.flatten()]).std()) if x.numel() > 1 else 1.0
+        if abs(float(xf.mean()) - float(yf.mean())) > 6 * spread / math.sqrt(x.numel()) + 1e-6:
+            return False
+    return True
+
+
+def _err(e: BaseException) -> str:
+    msg = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {msg[0][:200] if msg else ''}"
+
+
+def _run(fn):
+    try:
+        return fn(), None
+    except Exception as e:  # noqa: BLE001 - any op error is data here
+        return None, e
+
+
+def _forward_sample(op, sample, random):
+    import torch
+
+    cpu_sample = sample.transform(_to_cpu)
+    if random:
+        torch.manual_seed(1234)
+    dev_out, dev_err = _run(lambda: _structure(sample.output_process_fn_grad(
+        op(sample.input, *sample.args, **sample.kwargs))))
+    if random:
+        torch.manual_seed(1234)
+    cpu_out, cpu_err = _run(lambda: _structure(cpu_sample.output_process_fn_grad(
+        op(cpu_sample.input, *cpu_sample.args, **cpu_sample.kwargs))))
+    return _judge(dev_out, dev_err, cpu_out, cpu_err, random)
+
+
+def _judge(dev_out, dev_err, cpu_out, cpu_err, random):
+    if cpu_err is not None:
+        if dev_err is not None:
+            return EXPECTED_ERROR, f"cpu {_err(cpu_err)} | neuron {_err(dev_err)}"
+        return NO_CPU, f"cpu {_err(cpu_err)} (neuron runs)"
+    if dev_err is not None:
+        return ERROR, _err(dev_err)
+    diff = _compare(dev_out, cpu_out)
+    if diff is None:
+        return PASS, ""
+    if random and _distribution_matches(dev_out, cpu_out):
+        return PASS, "random: values differ, distribution matches"
+    return MISMATCH, diff
+
+
+def _grad_inputs(sample):
+    import torch
+
+    return [t for t in _tensors([sample.input, sample.args, sample.kwargs])
+            if isinstance(t, torch.Tensor) and t.requires_grad]
+
+
+def _grads(op, sample, cotangent_seed):
+    import torch
+
+    out = sample.output_process_fn_grad(op(sample.input, *sample.args, **sample.kwargs))
+    outs = [t for t in _tensors(out) if t.requires_grad and (t.dtype.is_floating_point or t.dtype.is_complex)]
+    inputs = _grad_inputs(sample)
+    if not outs or not inputs:
+        return None
+    g = torch.Generator().manual_seed(cotangent_seed)
+    cot = [torch.randn(t.shape, generator=g, dtype=torch.float32).to(t.dtype).to(t.device) for t in outs]
+    grads = torch.autograd.grad(outs, inputs, cot, allow_unused=True)
+    return [None if x is None else x.detach().to("cpu") for x in grads]
+
+
+def _backward_sample(op, sample, random):
+    import torch
+
+    cpu_sample = sample.transform(_to_cpu)
+    if random:
+        torch.manual_seed(1234)
+    dev, dev_err = _run(lambda: _grads(op, sample, 7))
+    if random:
+        torch.manual_seed(1234)
+    cpu, cpu_err = _run(lambda: _grads(op, cpu_sample, 7))
+    if cpu_err is None and dev_err is None and cpu is None and dev is None:
+        return None  # nothing differentiable in this sample
+    return _judge(dev, dev_err, cpu, cpu_err, random)
+
+
+def _aggregate(results: list[tuple[str, str]], skipped: str | None = None) -> Result:
+    if not results:
+        return Result(SKIP, skipped or "no samples") if skipped else Result(NO_CPU, "no samples")
+    compared = [(s, d) for s, d in results if s in RANK]
+    if not compared:
+        if all(s == EXPECTED_ERROR for s, _ in results):
+            return Result(EXPECTED_ERROR, results[0][1], len(results))
+        return Result(NO_CPU, results[0][1], len(results))
+    worst = max(compared, key=lambda sd: RANK[sd[0]])
+    return Result(worst[0], worst[1], len(compared))
+
+
+def check_op(op, dtype_name: str, direction: str, max_samples) -> Result:
+    """One op x dtype x direction ('fwd' or 'bwd')."""
+    import itertools
+
+    import torch
+
+    dtype = getattr(torch, dtype_name)
+    supported = op.supported_dtypes("cpu") if direction == "fwd" else op.supported_backward_dtypes("cpu")
+    if dtype not in supported:
+        return Result(NO_CPU, "dtype not supported on CPU by op_db")
+    skip = _skip_reason(op, dtype)
+    random = False
+    if skip:
+        kind, reason = skip
+        if "non-deterministic" in reason or "nondeterministic" in reason:
+            random = True
+        else:
+            return Result(SKIP, f"op_db: {reason}")
+    if direction == "bwd" and not (dtype.is_floating_point or dtype.is_complex):
+        return Result(NO_CPU, "integer dtype has no gradient")
+    torch.manual_seed(0)
+    samples = (op.reference_inputs(DEVICE, dtype, requires_grad=direction == "bwd") if max_samples is None
+               else itertools.islice(op.sample_inputs(DEVICE, dtype, requires_grad=direction == "bwd"), max_samples))
+    results = []
+    run = _forward_sample if direction == "fwd" else _backward_sample
+    for sample in samples:
+        r = run(op, sample, random)
+        if r is not None:
+            results.append(r)
+    return _aggregate(results)
+
+
+def _worker_main(conn, dtypes, max_samples):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import warnings
+
+    import torch
+
+    torch.set_num_threads(1)
+    import torch_neuron_sim  # noqa: F401
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    import logging
+
+    logging.getLogger("torch_neuron_sim").setLevel(logging.ERROR)
+    warnings.simplefilter("ignore")
+    ops = {op_key(op): op for op in op_db}
+    conn.send(("ready", sorted(ops)))
+    while True:
+        key = conn.recv()
+        if key is None:
+            return
+        out = {}
+        for dtype in dtypes:
+            for direction in ("fwd", "bwd"):
+                try:
+                    out[(dtype, direction)] = check_op(ops[key], dtype, direction, max_samples)
+                except Exception as e:  # noqa: BLE001 - a harness failure is a result, not a lost run
+                    out[(dtype, direction)] = Result(ERROR, "harness: " + _err(e) + " " +
+                                                     traceback.format_exc(limit=2).splitlines()[-1][:100])
+        conn.send(("done", key, out))
+
+
+# ---------------------------------------------------------------------------
+# In the parent
+# ---------------------------------------------------------------------------
+
+class _Worker:
+    def __init__(self, ctx, cfg):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(child, cfg.dtypes, cfg.max_samples), daemon=True)
+        self.proc.start()
+        child.close()
+        self.task = None
+        self.started = 0.0
+
+    def kill(self):
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(5)
+
+
+@dataclass
+class Run:
+    results: dict = field(default_factory=dict)   # key -> {(dtype, dir): Result}
+    seconds: float = 0.0
+    restarts: int = 0
+
+
+def run_suite(cfg: Config) -> Run:
+    ctx = multiprocessing.get_context("spawn")
+    t0 = time.monotonic()
+    run = Run()
+    workers = [_Worker(ctx, cfg) for _ in range(cfg.workers)]
+    keys = None
+    ready = set()
+    pending: list[str] = []
+    from multiprocessing.connection import wait
+
+    def crash(w, why):
+        key = w.task
+        run.results[key] = {(d, dr): Result(CRASH, why) for d in cfg.dtypes for dr in ("fwd", "bwd")}
+        w.task = None
+
+    while True:
+        if keys is not None and not pending and all(w.task is None for w in workers):
+            break
+        timeout = 5.0
+        for w in wait([w.conn for w in workers] + [w.proc.sentinel for w in workers], timeout):
+            pass
+        for i, w in enumerate(list(workers)):
+            alive = w.proc.is_alive()  # before draining: a dead worker's last messages still count
+            while True:
+                try:
+                    if not w.conn.poll():
+                        break
+                    msg = w.conn.recv()
+                except (EOFError, OSError):
+                    break
+                if msg[0] == "ready":
+                    if keys is None:
+                        keys = [k for k in msg[1] if cfg.ops is None or k in cfg.ops]
+                        pending = list(reversed(keys))
+                    ready.add(id(w))
+                elif msg[0] == "done":
+                    run.results[msg[1]] = msg[2]
+                    w.task = None
+            hung = w.task is not None and time.monotonic() - w.started > cfg.task_timeout
+            if not alive or hung:
+                if w.task is not None:
+                    crash(w, f"worker hung (killed after {cfg.task_timeout:.0f} s)" if hung
+                          else f"worker died (exit code {w.proc.exitcode})")
+                w.kill()
+                run.restarts += 1
+                workers[i] = w = _Worker(ctx, cfg)
+                continue
+            if id(w) in ready and w.task is None and pending:
+                w.task = pending.pop()
+                w.started = time.monotonic()
+                w.conn.send(w.task)
+    for w in workers:
+        try:
+            w.conn.send(None)
+        except (OSError, BrokenPipeError):
+            pass
+        w.proc.join(10)
+        w.kill()
+    run.seconds = time.monotonic() - t0
+    return run
+
+
+# ---------------------------------------------------------------------------
+# Figures and the table
+# ---------------------------------------------------------------------------
+
+def rates(results: dict, dtypes) -> dict:
+    """Per (dtype, direction): passed / compared, where compared = the ops CPU runs."""
+    out = {}
+    for d in dtypes:
+        for dr in ("fwd", "bwd"):
+            st = [r[(d, dr)].status for r in results.values() if (d, dr) in r]
+            compared = [s for s in st if s in RANK]
+            out[(d, dr)] = (sum(s == PASS for s in compared), len(compared),
+                            sum(s == CRASH for s in st))
+    return out
+
+
+_SHORT = {PASS: "pass", MISMATCH: "**mismatch**", ERROR: "**error**", CRASH: "**CRASH**",
+          EXPECTED_ERROR: "expected-error", SKIP: "skip", NO_CPU: "—"}
+_LONG = {v: k for k, v in _SHORT.items()}
+
+
+def render_table(run: Run, dtypes, explanations: dict, mode: str) -> str:
+    cols = [(d, dr) for d in dtypes for dr in ("fwd", "bwd")]
+    r = rates(run.results, dtypes)
+    lines = [
+        "# OpInfo coverage: every op of PyTorch's `op_db` on `neuron` against the CPU",
+        "",
+        "<!-- generated by `make op-coverage` (tests/opinfo/opinfo_suite.py); do not edit by hand -->",
+        "",
+        "Each op of PyTorch's OpInfo database runs on `neuron` and on the CPU with the same samples",
+        "(made on `neuron`, copied to the CPU, as PyTorch's own `test_compare_cpu`); outputs and",
+        "gradients (`torch.autograd.grad`) are compared with `torch.testing.assert_close` at its",
+        "default tolerance for the dtype. `tests/opinfo/test_opinfo.py` runs float32 and bfloat16 in",
+        "`make test` (3 samples an op) and fails on a crash or on any cell worse than this table;",
+        "`make test-deep` adds float16 and int32 and every reference input. Statuses: pass;",
+        "**mismatch** (values differ); **error** (neuron raises where the CPU runs); **CRASH**;",
+        "expected-error (CPU and neuron both raise on every sample); skip (op_db declares",
+        "`test_compare_cpu` skipped); — (the CPU does not run this dtype/direction: nothing to compare).",
+        "",
+        f"Run: {mode}, {len(run.results)} OpInfo entries, {run.seconds:.0f} s, {run.restarts} worker restart(s).",
+        "",
+        "| dtype | direction | pass | of ops CPU runs | rate | crashes |",
+        "|---|---|---|---|---|---|",
+    ]
+    for (d, dr), (p, n, c) in r.items():
+        lines.append(f"| {d} | {dr} | {p} | {n} | {100.0 * p / max(n, 1):.2f} % | {c} |")
+    lines += ["", "## Differences, explained", ""]
+    diffs = []
+    for key in sorted(run.results):
+        for c in cols:
+            res = run.results[key].get(c)
+            if res is not None and res.status in (MISMATCH, ERROR, CRASH):
+                diffs.append((key, c, res))
+    if not diffs:
+        lines.append("None.")
+    for key, (d, dr), res in diffs:
+        why = explanations.get((key, dr)) or explanations.get(key) or "UNEXPLAINED"
+        lines.append(f"- `{key}` {d} {dr}: {res.status} — {why} (`{res.detail[:160]}`)")
+    lines += ["", "## Table", "",
+              "| op | " + " | ".join(f"{d} {dr}" for d, dr in cols) + " |",
+              "|---|" + "---|" * len(cols)]
+    for key in sorted(run.results):
+        row = run.results[key]
+        lines.append(f"| `{key}` | " + " | ".join(_SHORT[row[c].status] if c in row else "" for c in cols) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def parse_table(text: str) -> dict:
+    """{op key: {(dtype, direction): status}} from a rendered docs/op-coverage.md."""
+    out = {}
+    lines = text.splitlines()
+    try:
+        start = lines.index("## Table")
+    except ValueError:
+        return out
+    header = None
+    for line in lines[start + 1:]:
+        if not line.startswith("|"):
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if header is None:
+            header = [tuple(c.split(" ")) for c in cells[1:]]
+            continue
+        if set(cells[0]) <= {"-"}:
+            continue
+        key = cells[0].strip("`")
+        out[key] = {h: _LONG.get(c, c) for h, c in zip(header, cells[1:]) if c}
+    return out
+
+
+def regressions(run: Run, committed: dict) -> list[str]:
+    """Cells that pass in the committed table and do not now (crashes always count)."""
+    bad = []
+    for key, row in run.results.items():
+        for col, res in row.items():
+            was = committed.get(key, {}).get(col)
+            if res.status == CRASH:
+                bad.append(f"{key} {col[0]} {col[1]}: crash ({res.detail})")
+            elif was is not None and was in RANK and res.status in RANK and RANK[res.status] > RANK[was]:
+                bad.append(f"{key} {col[0]} {col[1]}: {was} -> {res.status} ({res.detail})")
+            elif was == PASS and res.status not in RANK and res.status != SKIP:
+                bad.append(f"{key} {col[0]} {col[1]}: {was} -> {res.status} ({res.detail})")
+    return bad
