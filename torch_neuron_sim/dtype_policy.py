@@ -39,3 +39,13 @@ def _install() -> None:
     if policy not in POLICIES:
         raise ValueError(f"NEURON_SIM_DTYPE_POLICY={policy!r}: use 'trainium' (default) or 'exact'")
     set_dtype_policy(policy)
+
+
+def widened_counts() -> dict[str, int]:
+    """Per native op overload, how many calls were computed in a wider dtype
+    because the CPU kernel lacks the device dtype (histc on int32 computes in
+    int64 or float64 and casts back; docs/dtype-widening.md). Since the last
+    clear_op_tracking()."""
+    from .tracking import op_stats  # the op record's owner
+
+    return {s["name"]: s["widened"] for s in op_stats() if s.get("widened")}

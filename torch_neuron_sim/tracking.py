@@ -65,7 +65,7 @@ def fallback_mode() -> str:
 
 def op_stats() -> list[dict]:
     """The op record of every op with any activity: name, native, executed,
-    fallbacks, downcasts_f64, downcasts_i64, compilations, cache_hits."""
+    fallbacks, downcasts_f64, downcasts_i64, compilations, cache_hits, widened."""
     return _C._op_stats()
 
 

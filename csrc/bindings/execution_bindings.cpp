@@ -49,7 +49,8 @@ void registerExecutionBindings(py::module_& m) {
       out.append(asDict(s, NEURON_FIELD(OpStats, name), NEURON_FIELD(OpStats, native),
                         NEURON_FIELD(OpStats, executed), NEURON_FIELD(OpStats, fallbacks),
                         NEURON_FIELD(OpStats, downcasts_f64), NEURON_FIELD(OpStats, downcasts_i64),
-                        NEURON_FIELD(OpStats, compilations), NEURON_FIELD(OpStats, cache_hits)));
+                        NEURON_FIELD(OpStats, compilations), NEURON_FIELD(OpStats, cache_hits),
+                        NEURON_FIELD(OpStats, widened)));
     return out;
   });
 

@@ -140,15 +140,20 @@ def _structured_functionals(native: list[str]) -> list[str]:
     prints) and is tracked under the out= name. Registered with the
     device kernel instead, the fallback runs the functional CPU kernel, as on
     the CPU, and reports the functional name. Ops with any native overload
-    keep the composite, which reaches the native out= variant.
+    keep the composite, which reaches the native out= variant (in-place ones
+    too: addcdiv_ runs the native addcdiv.out).
     """
-    native_bases = {_split(n)[0] for n in native}
+    def family(name: str) -> str:  # addcdiv_ (in-place) belongs with addcdiv and addcdiv.out
+        base = _split(name)[0]
+        return base[:-1] if base.endswith("_") and not base.endswith("__") else base
+
+    native_bases = {family(n) for n in native}
     has = torch._C._dispatch_has_kernel_for_dispatch_key
     out = []
     for name in torch._C._dispatch_get_all_op_names():
         if not name.startswith("aten::") or not has(name, "CompositeExplicitAutogradNonFunctional"):
             continue
-        if _split(name)[0] in native_bases or name in _NEVER_DIRECT:
+        if family(name) in native_bases or name in _NEVER_DIRECT:
             continue
         if has(name, "CPU") and not has(name, "PrivateUse1") and not has(name, "CompositeImplicitAutograd"):
             out.append(name)

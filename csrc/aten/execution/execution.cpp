@@ -21,6 +21,7 @@
 #include "aten/device/guard.h"
 #include "aten/execution/compile_cache.h"
 #include "aten/execution/dtype_policy.h"
+#include "aten/execution/dtype_widening.h"
 #include "aten/execution/execution.h"
 #include "aten/execution/fallback_policy.h"
 #include "aten/execution/fast_path.h"
@@ -230,7 +231,7 @@ void runNative(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
   {
     ArenaScope scope(device);
     if (e.host_kernel) e.host_kernel(op, stack);  // a native op with no CPU kernel (attention.cpp)
-    else op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    else runCpuKernel(op, e, stack);  // widens a dtype the CPU kernel lacks (dtype_widening.cpp)
     if (narrow) widenResults(narrowed, stack, op.schema().returns().size());
   }
   for (const auto& a : aliased) writeBack(a, device);
@@ -396,12 +397,29 @@ std::string describeArgs(const c10::OperatorHandle& op, const Stack& stack) {
   return out.str();
 }
 
+// The device computes in no complex dtype (docs/semantics.md): a native op
+// called on complex tensors takes the CPU fallback, as on the real backend.
+bool takesComplex(const c10::OperatorHandle& op, const Stack& stack) {
+  const size_t nargs = op.schema().arguments().size();
+  for (size_t i = stack.size() - nargs; i < stack.size(); ++i) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor()) {
+      if (C10_UNLIKELY(v.toTensor().defined() && v.toTensor().is_complex())) return true;
+    } else if (v.isList()) {
+      for (const c10::IValue& x : v.toListRef())
+        if (x.isTensor() && x.toTensor().defined() && x.toTensor().is_complex()) return true;
+    }
+  }
+  return false;
+}
+
 void neuronKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* stack) {
   if (C10_UNLIKELY(runtime::inBadFork())) runtimeCall(&runtime::checkNotForked);
   runtime::HostAccess access;  // NEURON_SIM_PROTECT: kernels may touch arena pages
   OpEntry& e = opEntry(op);
   if (C10_UNLIKELY(!e.generator_args.empty())) checkGeneratorPlacement(op, *stack);
-  if (e.native.load(std::memory_order_relaxed) && checkInputs(op, e, *stack)) {
+  if (e.native.load(std::memory_order_relaxed) && checkInputs(op, e, *stack) &&
+      C10_LIKELY(!takesComplex(op, *stack))) {
     // The device's own argument checks: their errors propagate as raised.
     if (C10_UNLIKELY(e.precondition != nullptr)) e.precondition(op, *stack);
     std::string args;  // for the fallback-disabled message, taken before the kernel consumes the stack

@@ -65,7 +65,7 @@ bool takes(const at::Tensor& t, c10::DeviceIndex& device) {
   if (!t.defined()) return false;
   if (t.device().type() != kNeuron) return t.unsafeGetTensorImpl()->is_wrapped_number();
   const at::ScalarType s = t.scalar_type();
-  if (s == at::kDouble || s == at::kLong || s == at::kComplexDouble) return false;
+  if (s == at::kDouble || s == at::kLong || at::isComplexType(s)) return false;  // complex: the fallback's
   if (device < 0) device = t.device().index();
   return t.device().index() == device;
 }
@@ -113,6 +113,8 @@ struct Unboxed<Op, at::Tensor(Args...)> {
     try {
       ArenaScope scope(device);
       out = Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), onHost(args)...);
+    } catch (const c10::NotImplementedError&) {
+      return boxed(args...);  // a dtype the CPU kernel lacks: the boxed path widens it (dtype_widening.h)
     } catch (const c10::Error&) {
       if (!fallbackOnlyForUnimplemented()) throw;
       return boxed(args...);  // the boxed path words this error

@@ -139,6 +139,7 @@ void clearOpTracking() {
     e->fallbacks = 0;
     e->downcasts_f64 = 0;
     e->downcasts_i64 = 0;
+    e->widened = 0;
   }
 }
 
@@ -148,12 +149,12 @@ std::vector<OpStats> opStats() {
   std::vector<OpStats> out;
   for (auto& [key, e] : t.entries) {
     OpStats s{e->name, e->native.load(), e->executed.load(), e->fallbacks.load(), e->downcasts_f64.load(),
-              e->downcasts_i64.load(), 0, e->cache_hits.load()};
+              e->downcasts_i64.load(), 0, e->cache_hits.load(), e->widened.load()};
     {
       std::lock_guard<std::mutex> sg(e->signatures_mu);
       s.compilations = e->signatures.size();
     }
-    if (s.executed || s.fallbacks || s.downcasts_f64 || s.downcasts_i64 || s.compilations) out.push_back(std::move(s));
+    if (s.executed || s.fallbacks || s.downcasts_f64 || s.downcasts_i64 || s.compilations || s.widened) out.push_back(std::move(s));
   }
   return out;
 }

@@ -54,6 +54,9 @@ struct OpEntry {
   bool may_downcast = false;           // has any Tensor, Tensor[] or dtype argument
   std::atomic<uint64_t> downcasts_f64{0};  // float64 tensors computed in float32
   std::atomic<uint64_t> downcasts_i64{0};  // int64 tensors computed in int32
+  std::atomic<uint64_t> widened{0};        // calls computed in a wider dtype (dtype_widening.cpp)
+  std::atomic<uint64_t> kernel_dtypes_checked{0};  // ScalarType bits the CPU kernel has been tried in
+  std::atomic<uint64_t> widen_dtypes{0};           // ScalarType bits it lacks: computed wider
   // The eager compile cache (compile_cache.cpp): one entry per distinct
   // (op, dtypes, shapes) signature, as the real backend compiles one NEFF each.
   std::mutex signatures_mu;
@@ -98,7 +101,7 @@ void clearOpTracking();
 struct OpStats {
   std::string name;
   bool native;
-  uint64_t executed, fallbacks, downcasts_f64, downcasts_i64, compilations, cache_hits;
+  uint64_t executed, fallbacks, downcasts_f64, downcasts_i64, compilations, cache_hits, widened;
 };
 std::vector<OpStats> opStats();  // ops with any activity
 // Runs f on every op entry, under the table's lock (for clears and sweeps).

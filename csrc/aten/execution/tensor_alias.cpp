@@ -23,6 +23,11 @@ at::Tensor hostAlias(const at::Tensor& t) {
   auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(std::move(storage)),
                                                   c10::DispatchKeySet(c10::DispatchKey::CPU), t.dtype());
   impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  // Conjugate and negative views are lazy: the bytes hold the unconjugated
+  // values and a bit says so. The kernels that receive such views (copies,
+  // and the ops PyTorch lets through the Conjugate/Negative keys) read it.
+  if (C10_UNLIKELY(t.is_conj())) impl->_set_conj(true);
+  if (C10_UNLIKELY(t.is_neg())) impl->_set_neg(true);
   return at::Tensor(std::move(impl));
 }
 
@@ -31,6 +36,8 @@ at::Tensor viewOnDevice(const at::Tensor& storage_of, const at::Tensor& geometry
                                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                                   geometry.dtype());
   impl->set_sizes_and_strides(geometry.sizes(), geometry.strides(), geometry.storage_offset());
+  if (C10_UNLIKELY(geometry.is_conj())) impl->_set_conj(true);
+  if (C10_UNLIKELY(geometry.is_neg())) impl->_set_neg(true);
   return at::Tensor(std::move(impl));
 }
 

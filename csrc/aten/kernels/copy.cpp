@@ -100,6 +100,20 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
 uint64_t hostDeviceCopies() { return g_host_device_copies.load(std::memory_order_relaxed); }
 void setCopyRouter(CopyRouter router) { g_router.store(router); }
 
+// A copy from a conjugate or negative view must not be resolved by PyTorch's
+// Conjugate/Negative fallbacks: resolving one is itself a copy (resolve_conj
+// -> conj_physical -> CPU fallback -> copy to the host -> _copy_from), which
+// would recurse until the stack overflows. The host aliases carry the bits,
+// so the CPU copy kernel conjugates and negates as it copies.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);

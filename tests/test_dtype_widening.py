@@ -1,0 +1,66 @@
+"""Native ops accept every dtype the device computes in, even where the CPU
+kernel they run lacks it: the op is computed in a wider dtype and cast back
+(docs/dtype-widening.md)."""
+
+import pytest
+import torch
+
+import torch_neuron_sim
+from torch_neuron_sim import dtype_policy
+
+N = "neuron"
+
+
+def test_histc_on_int32_counts_in_the_input_dtype(tracked):
+    # Hugging Face's MoE routing calls histc on int32 expert ids on every non-CPU device.
+    ids = torch.tensor([0, 1, 1, 3, 3, 3, 7], dtype=torch.int32)
+    with pytest.raises(NotImplementedError, match="histogram_cpu"):
+        torch.histc(ids, bins=8, min=0, max=7)  # the CPU refuses
+    counts = torch.histc(ids.to(N), bins=8, min=0, max=7)
+    assert counts.device.type == N and counts.dtype == torch.int32
+    assert counts.cpu().tolist() == [1, 2, 0, 3, 0, 0, 0, 1]
+    assert "aten::histc" in torch_neuron_sim.get_executed_ops()
+    assert dtype_policy.widened_counts().get("aten::histc", 0) >= 1
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.uint8, torch.int64])
+def test_histc_on_other_integer_dtypes(dtype):
+    x = torch.tensor([0, 2, 2, 5], dtype=dtype)
+    out = torch.histc(x.to(N), bins=6, min=0, max=5)
+    assert out.dtype == dtype
+    assert out.cpu().tolist() == [1, 0, 2, 0, 0, 1]
+
+
+def test_histc_out_of_the_input_dtype():
+    x = torch.tensor([1, 1, 2], dtype=torch.int32).to(N)
+    out = torch.empty(3, dtype=torch.int32, device=N)
+    torch.histc(x, bins=3, min=0, max=2, out=out)
+    assert out.cpu().tolist() == [0, 2, 1]
+
+
+def test_errors_that_are_not_about_a_dtype_are_unchanged():
+    x = torch.tensor([1.0, 2.0]).to(N)
+    with pytest.raises(RuntimeError, match="bins"):
+        torch.histc(x, bins=-1)
+
+
+def test_a_dtype_the_device_lacks_is_not_widened(tracked):
+    # complex is not a device compute dtype: the error stays the CPU's
+    x = torch.tensor([1 + 1j, 2 + 0j])
+    with pytest.raises(RuntimeError) as cpu:
+        torch.histc(x, bins=2)
+    with pytest.raises(RuntimeError) as dev:
+        torch.histc(x.to(N), bins=2)
+    assert str(dev.value) == str(cpu.value)
+    assert dtype_policy.widened_counts() == {}
+
+
+def test_widening_is_decided_once_per_dtype(tracked):
+    # the second call takes the remembered decision and still gives the answer
+    ids = torch.tensor([2, 2, 0], dtype=torch.int16).to(N)
+    for _ in range(3):
+        assert torch.histc(ids, bins=3, min=0, max=2).cpu().tolist() == [1, 0, 2]
+    assert dtype_policy.widened_counts()["aten::histc"] == 3
+    # a dtype the kernel has is not widened
+    torch.histc(ids.float(), bins=3, min=0, max=2)
+    assert dtype_policy.widened_counts()["aten::histc"] == 3
