@@ -1,5 +1,7 @@
-"""Native ops accept every dtype the device computes in, even where the CPU
-kernel they run lacks it: the op is computed in a wider dtype and cast back
+"""Native ops accept the dtypes the device computes them in, even where the
+CPU kernel they run lacks one: the op is computed in a wider dtype and cast
+back. Where the device is not known to compute an op in a dtype (gelu on
+int32: every PyTorch kernel refuses it), the CPU's error stands
 (docs/dtype-widening.md)."""
 
 import pytest
@@ -64,3 +66,57 @@ def test_widening_is_decided_once_per_dtype(tracked):
     # a dtype the kernel has is not widened
     torch.histc(ids.float(), bins=3, min=0, max=2)
     assert dtype_policy.widened_counts()["aten::histc"] == 3
+
+
+# Float math the CPU (and CUDA) refuse for integers: the device is taken to refuse it too.
+_INT_REFUSED = {
+    "gelu": lambda x: torch.nn.functional.gelu(x),
+    "silu": lambda x: torch.nn.functional.silu(x),
+    "softplus": lambda x: torch.nn.functional.softplus(x),
+    "softmax": lambda x: torch.softmax(x, dim=-1),
+    "log_softmax": lambda x: torch.log_softmax(x, dim=-1),
+    "layer_norm": lambda x: torch.nn.functional.layer_norm(x, x.shape[-1:]),
+    # (the CPU's int32 conv1d exists; its transposed conv does not, nor CUDA's)
+    "conv_transpose1d": lambda x: torch.nn.functional.conv_transpose1d(
+        x.reshape(1, 2, 4), torch.ones(2, 3, 2, dtype=x.dtype, device=x.device)),
+    "lerp": lambda x: torch.lerp(x, x, 0.5),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_INT_REFUSED))
+def test_float_math_on_integers_fails_as_on_the_cpu(name, tracked):
+    fn = _INT_REFUSED[name]
+    x = torch.arange(8, dtype=torch.int32).reshape(2, 4)
+    with pytest.raises(Exception) as cpu:
+        fn(x)
+    with pytest.raises(type(cpu.value)) as dev:
+        fn(x.to(N))
+    assert str(dev.value) == str(cpu.value)
+    assert dtype_policy.widened_counts() == {}
+    # the process stays usable, and the op still computes in its own dtypes
+    assert torch.allclose(fn(x.float().to(N)).cpu(), fn(x.float()), atol=1e-6)
+
+
+def test_the_refusals_are_recorded_per_native_op():
+    with pytest.raises(NotImplementedError, match="not implemented for 'Short'"):
+        torch.nn.functional.gelu(torch.ones(3, dtype=torch.int16, device=N))
+    assert "int16" in dtype_policy.cpu_error_dtypes()["aten::gelu"]
+
+
+def test_bool_matmul_fails_as_on_the_cpu():
+    a = torch.ones(2, 2, dtype=torch.bool)
+    with pytest.raises(RuntimeError) as cpu:
+        torch.mm(a, a)
+    with pytest.raises(RuntimeError) as dev:
+        torch.mm(a.to(N), a.to(N))
+    assert str(dev.value) == str(cpu.value)
+
+
+def test_abs_of_bool_is_computed_as_accelerators_do(tracked):
+    # CUDA's abs has bool (abs of a bool is itself); the CPU kernel lacks it
+    b = torch.tensor([True, False, True])
+    with pytest.raises(RuntimeError):
+        torch.abs(b)
+    out = torch.abs(b.to(N))
+    assert out.dtype == torch.bool and out.cpu().tolist() == [True, False, True]
+    assert dtype_policy.widened_counts().get("aten::abs", 0) == 1

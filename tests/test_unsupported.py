@@ -55,6 +55,25 @@ def test_sparse_and_quantized_are_counted():
         q.to("neuron")
 
 
+CSR = r"sparse CSR tensors are not supported \(aten::\w+\).*to_dense\(\)"
+
+
+def test_a_sparse_csr_tensor_on_neuron_fails_at_its_first_use():
+    # PyTorch builds a CSR tensor on the device without dispatching to it (as on
+    # TorchNeuron), so .to("neuron") succeeds; every use then names the limitation.
+    before = hits("sparse CSR tensors")
+    s = torch.eye(3).to_sparse_csr().to("neuron")
+    assert s.layout == torch.sparse_csr and s.device.type == "neuron"
+    dense = torch.ones(3, 3, device="neuron")
+    for use in (lambda: s.to("cpu"), lambda: s.to_dense(), lambda: s.values(), lambda: s.col_indices(),
+                lambda: s.crow_indices(), lambda: s.sum(), lambda: s.clone(), lambda: torch.mm(s, dense),
+                lambda: torch.sparse.sampled_addmm(s, dense, dense)):
+        with pytest.raises(NotImplementedError, match=CSR):
+            use()
+    assert hits("sparse CSR tensors") > before
+    assert dense.sum().item() == 9  # the process stays usable
+
+
 def test_nki_is_not_emulated():
     # (NeuronProfiler is emulated over the simulated device timeline: tests/test_estimate.py.)
     from torch_neuron_sim import torch_neuronx

@@ -49,3 +49,15 @@ def widened_counts() -> dict[str, int]:
     from .tracking import op_stats  # the op record's owner
 
     return {s["name"]: s["widened"] for s in op_stats() if s.get("widened")}
+
+
+_DTYPE_NAMES = {"Byte": "uint8", "Char": "int8", "Short": "int16", "Int": "int32", "Long": "int64",
+                "Half": "float16", "Float": "float32", "BFloat16": "bfloat16", "Bool": "bool"}
+
+
+def cpu_error_dtypes() -> dict[str, list[str]]:
+    """Per native op overload, the device dtypes its CPU kernel lacks that the
+    device is not known to compute it in either (gelu on int32), so the call
+    raised the CPU kernel's error instead of being widened
+    (docs/dtype-widening.md). Since the process started."""
+    return {name: [_DTYPE_NAMES.get(d, d) for d in dtypes] for name, dtypes in _C._cpu_error_dtypes()}

@@ -6,6 +6,7 @@
 
 #include "aten/execution/compile_cache.h"
 #include "aten/execution/dtype_policy.h"
+#include "aten/execution/dtype_widening.h"
 #include "aten/execution/execution.h"
 #include "aten/execution/fallback_policy.h"
 #include "aten/execution/op_table.h"
@@ -43,6 +44,18 @@ void registerExecutionBindings(py::module_& m) {
   m.def("_host_device_copies", &hostDeviceCopies);
   // One host<->device copy, run directly (what torch_neuronx's _nrt_copy_* entry points do).
   m.def("_nrt_copy", [](const at::Tensor& src, at::Tensor& dst) { dst.copy_(src); });
+  // Native ops whose CPU kernel lacked a device dtype and kept the CPU's error:
+  // (name, [ScalarType names]) (dtype_widening.h).
+  m.def("_cpu_error_dtypes", [] {
+    py::list out;
+    for (const auto& [name, bits] : cpuErrorDtypes()) {
+      py::list names;
+      for (int i = 0; i < 64; ++i)
+        if (bits >> i & 1) names.append(c10::toString(static_cast<at::ScalarType>(i)));
+      out.append(py::make_tuple(name, names));
+    }
+    return out;
+  });
   m.def("_op_stats", [] {
     py::list out;
     for (const auto& s : opStats())

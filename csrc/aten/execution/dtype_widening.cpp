@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
 
 namespace neuron_sim {
@@ -31,6 +33,37 @@ c10::SmallVector<at::ScalarType, 2> widerThan(at::ScalarType s) {
     case at::kLong: return {at::kDouble};
     default: return {at::kLong, at::kDouble};  // bool and the 8/16/32-bit integers
   }
+}
+
+uint64_t dtypeBit(at::ScalarType s) {
+  const int i = static_cast<int>(s);
+  return i >= 0 && i < 64 ? uint64_t{1} << i : 0;
+}
+
+// The ops the device computes in a dtype their CPU kernel lacks; only these
+// are widened. Elsewhere nothing says the device accepts the dtype and every
+// PyTorch kernel refuses it (CPU and CUDA alike: gelu, silu, softmax,
+// layer_norm, transposed conv, lerp, nll_loss on integers; mm, pow, ceil on bool), so
+// script code cannot rely on it and the CPU's error is the device's.
+uint64_t deviceComputes(const OpEntry& e) {
+  static const uint64_t kIntegers = dtypeBit(at::kChar) | dtypeBit(at::kShort) | dtypeBit(at::kInt) |
+                                    dtypeBit(at::kLong) | dtypeBit(at::kByte);
+  // histc: TorchNeuron's has no input-dtype check and counts in the input's
+  // integer dtype (CUDA's kernel has integers too; Hugging Face's MoE routing
+  // relies on it off the CPU). Not bool: neither CUDA's kernel nor the device
+  // is known to count booleans.
+  if (e.base == "aten::histc") return kIntegers;
+  // abs of a bool is itself: CUDA's kernel has bool, and the device's abs
+  // returns unsigned inputs unchanged.
+  if (e.base == "aten::abs") return dtypeBit(at::kBool);
+  return 0;
+}
+
+// cpuErrorDtypes(): taken only on the error path.
+std::mutex cpu_error_mu;
+std::map<std::string, uint64_t>& cpuErrors() {
+  static std::map<std::string, uint64_t> m;
+  return m;
 }
 
 bool sameTensor(const at::Tensor& a, const at::Tensor& b) { return a.unsafeGetTensorImpl() == b.unsafeGetTensorImpl(); }
@@ -151,12 +184,12 @@ bool runWidened(const c10::OperatorHandle& op, OpEntry& e, torch::jit::Stack* st
   return false;
 }
 
-namespace {
-
-uint64_t dtypeBit(at::ScalarType s) {
-  const int i = static_cast<int>(s);
-  return i >= 0 && i < 64 ? uint64_t{1} << i : 0;
+std::vector<std::pair<std::string, uint64_t>> cpuErrorDtypes() {
+  std::lock_guard<std::mutex> lock(cpu_error_mu);
+  return {cpuErrors().begin(), cpuErrors().end()};
 }
+
+namespace {
 
 // The dtypes of a call: its tensors' and its dtype= arguments'.
 uint64_t dtypeBits(const OpEntry& e, c10::ArrayRef<c10::IValue> args) {
@@ -203,6 +236,11 @@ void runCpuKernel(const c10::OperatorHandle& op, OpEntry& e, torch::jit::Stack* 
   } catch (const c10::NotImplementedError& err) {
     const auto from = widenableDtype(err);
     if (!from) throw;
+    if (!(deviceComputes(e) & dtypeBit(*from))) {
+      std::lock_guard<std::mutex> lock(cpu_error_mu);
+      cpuErrors()[e.name] |= dtypeBit(*from);
+      throw;
+    }
     stack->resize(first);
     if (!runWidened(op, e, stack, args, *from)) throw;
     e.widen_dtypes.fetch_or(dtypeBit(*from), std::memory_order_relaxed);

@@ -5,7 +5,6 @@
 // (docs/semantics.md, "Differences from the CPU").
 #include <ATen/ops/_log_softmax.h>
 #include <ATen/ops/_softmax.h>
-#include <ATen/ops/histc.h>
 #include <torch/library.h>
 
 #include "aten/execution/op_table.h"
@@ -118,21 +117,6 @@ void softmaxKernel(const c10::OperatorHandle& op, Stack* stack) {
   torch::jit::push(*stack, Log ? at::_log_softmax(x, dim, false) : at::_softmax(x, dim, false));
 }
 
-// histc(self, bins, min, max): the device does not check the input dtype, so
-// integer inputs are counted too (in the input's dtype), where the CPU kernel
-// refuses them ("histogram_cpu" not implemented for 'Int').
-void histcKernel(const c10::OperatorHandle& op, Stack* stack) {
-  const auto a = torch::jit::last(*stack, 4);
-  const at::Tensor self = a[0].toTensor();
-  if (at::isFloatingType(self.scalar_type()))
-    return op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
-  const int64_t bins = a[1].toInt();
-  const c10::Scalar lo = a[2].toScalar(), hi = a[3].toScalar();
-  at::Tensor counts = at::histc(self.to(at::kFloat), bins, lo, hi).to(self.scalar_type());
-  torch::jit::drop(*stack, 4);
-  torch::jit::push(*stack, std::move(counts));
-}
-
 const bool kRegistered = [] {
   registerPrecondition("aten::index_select", &indexSelect);
   registerPrecondition("aten::index_select.out", &indexSelect);
@@ -143,7 +127,6 @@ const bool kRegistered = [] {
   registerPrecondition("aten::nonzero.out", &nonzeroOut);
   registerPrecondition("aten::histc.out", &histcOut);
   registerPrecondition("aten::_native_multi_head_attention", &nativeMultiHeadAttention);
-  registerHostKernel("aten::histc", &histcKernel);
   registerHostKernel("aten::_softmax", &softmaxKernel<false>);
   registerHostKernel("aten::_log_softmax", &softmaxKernel<true>);
   return true;

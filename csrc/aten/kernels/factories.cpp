@@ -89,5 +89,20 @@ TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
 TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&unsupportedLayout>());
 }
+// A sparse CSR tensor on neuron can exist: x.to_sparse_csr() runs on the CPU
+// and PyTorch builds the result on the device without dispatching to it, as
+// on TorchNeuron. Its first use must still name the limitation, but these ops
+// have a CompositeExplicitAutograd kernel, which the dispatcher prefers to a
+// backend fallback: their defaults raise PyTorch's puzzling "col_indices
+// expected sparse row compressed tensor layout but got SparseCsr" (every copy
+// to the CPU, to_dense and print reads the indices first). Metadata queries
+// (sparse_dim, dense_dim, is_pinned) keep their defaults.
+TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
+  for (const char* op : {"crow_indices", "col_indices", "ccol_indices", "row_indices", "values", "clone", "copy_",
+                         "empty_like", "select.int", "sum", "abs", "abs_", "isinf", "mul.Scalar", "mul_.Scalar",
+                         "_conj_physical", "conj_physical_", "deg2rad", "deg2rad.out", "deg2rad_", "rad2deg",
+                         "rad2deg.out", "rad2deg_"})
+    m.impl(op, torch::CppFunction::makeFromBoxedFunction<&unsupportedLayout>());
+}
 
 }  // namespace neuron_sim
