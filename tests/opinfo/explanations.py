@@ -2,19 +2,17 @@
 direction, "fwd"/"bwd", when only one differs). docs/op-coverage.md prints
 these next to each difference; the suite fails on a difference without one."""
 
-_SPARSE = ("sparse tensors are not supported on Trainium (docs/semantics.md, unsupported features): "
-           "the device raises NotImplementedError where the CPU computes")
-_CSR = ("sparse CSR samples: op_db builds the CSR tensor on neuron through a constructor that does not "
-        "dispatch to the device, so it is not refused when made; its first use raises PyTorch's layout "
-        "error instead of the emulator's 'sparse tensors are not supported' (a known gap: the device "
-        "has no sparse layouts either way)")
+_SPARSE = ("sparse COO layout: the CPU computes to_sparse, and putting its sparse result on the device fails, "
+           "as on TorchNeuron (no sparse kernels: PyTorch's 'Could not run ... SparsePrivateUse1'); the emulator "
+           "raises NotImplementedError naming the limitation at that step (docs/semantics.md, unsupported features)")
+_CSR = ("sparse CSR samples: op_db makes them on neuron with to_sparse_csr(), whose result PyTorch builds on the "
+        "device without dispatching to it (as on TorchNeuron); their first use - the op, or the copy to the CPU for "
+        "the reference - raises NotImplementedError naming the limitation, where TorchNeuron fails with PyTorch's "
+        "dispatcher or layout error (docs/semantics.md, unsupported features)")
 _DECOMPOSED = ("no device kernel: PyTorch's decomposition runs op by op in the 16-bit dtype on neuron, as "
                "the device computes it; the CPU's fused kernel keeps float32 intermediates")
 
 EXPLAINED: dict = {
-    # the 64-bit rule: dtype=float64 is computed in float32
-    "log_softmax.with_dtype": "dtype=torch.float64 computed in float32 by the 64-bit rule (docs/semantics.md), "
-                              "then cast back; the CPU computes in float64",
     # 16-bit decompositions
     "addr": "addr in float16: " + _DECOMPOSED,
     "native_group_norm": "native_group_norm in bfloat16/float16: " + _DECOMPOSED,

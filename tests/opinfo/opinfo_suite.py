@@ -4,7 +4,11 @@ What one check does (PyTorch's own test_compare_cpu, extended to gradients):
 samples are made on `neuron`, copied to the CPU for the reference, the op
 runs on both, outputs go through the sample's output_process_fn_grad and are
 compared with torch.testing.assert_close at its default tolerance for the
-dtype (tighter than test_compare_cpu's 1e-3). Backward: the same random
+dtype (tighter than test_compare_cpu's 1e-3), except where the device's
+64-bit rule applies: a float64 (complex128) result is computed in float32
+(complex64) on the device, so both sides are compared in the dtype the
+device computes in, at its tolerance (the device wins where it and the CPU
+differ). Backward: the same random
 cotangents on both sides, torch.autograd.grad over every input that
 requires grad, gradients compared the same way. op_db's declared skips for
 test_compare_cpu are honoured, except "non-deterministic" ones: random ops
@@ -33,13 +37,15 @@ from dataclasses import dataclass, field
 
 # Statuses, best first. An op x dtype x direction gets the worst of its samples'.
 PASS = "pass"
+UNSUPPORTED = "unsupported"      # neuron refused a feature the device lacks (sparse layouts) where the CPU ran
 MISMATCH = "mismatch"            # both ran, values (or dtypes, shapes) differ
 ERROR = "error"                  # neuron raised where the CPU ran
 CRASH = "crash"                  # the worker died or hung
 EXPECTED_ERROR = "expected-error"  # every sample raises on CPU and on neuron alike
 SKIP = "skip"                    # op_db declares test_compare_cpu skipped for it
 NO_CPU = "cpu-unsupported"       # no sample runs on the CPU: nothing to compare
-RANK = {PASS: 0, MISMATCH: 1, ERROR: 2, CRASH: 3}
+# Ranked statuses are the compared ones: the CPU ran, so they count in a rate's denominator.
+RANK = {PASS: 0, UNSUPPORTED: 1, MISMATCH: 2, ERROR: 3, CRASH: 4}
 
 DEVICE = "neuron"
 CI_DTYPES = ("float32", "bfloat16")
@@ -129,10 +135,45 @@ def _structure(x):
     return x
 
 
-def _compare(actual, expected) -> str | None:
-    """None if equal within assert_close's default tolerance for the dtype, else the message."""
+# The 64-bit rule (docs/semantics.md): the device computes these dtypes in 32 bits.
+_COMPUTED_AS = {"float64": "float32", "complex128": "complex64"}
+
+
+def _as_device_computes(actual, expected):
+    """Both sides with each 64-bit floating tensor the device computes in 32 bits
+    cast to that 32-bit dtype, pairwise (a tensor whose dtypes differ is left
+    alone, so a dtype mismatch still shows). int64 stays: 32-bit integer
+    arithmetic gives the same values unless it overflows, which the device
+    would then show as a difference."""
     import torch
 
+    if isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor):
+        narrow = _COMPUTED_AS.get(str(actual.dtype).removeprefix("torch."))
+        if narrow and actual.dtype == expected.dtype:
+            return actual.to(getattr(torch, narrow)), expected.to(getattr(torch, narrow))
+        return actual, expected
+    if isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)) and len(actual) == len(expected):
+        pairs = [_as_device_computes(a, e) for a, e in zip(actual, expected)]
+        return [a for a, _ in pairs], [e for _, e in pairs]
+    if isinstance(actual, dict) and isinstance(expected, dict) and actual.keys() == expected.keys():
+        pairs = {k: _as_device_computes(actual[k], expected[k]) for k in actual}
+        return {k: a for k, (a, _) in pairs.items()}, {k: e for k, (_, e) in pairs.items()}
+    return actual, expected
+
+
+def _device_policy() -> str:
+    import torch_neuron_sim.dtype_policy as dp
+
+    return dp.get_dtype_policy()
+
+
+def _compare(actual, expected) -> str | None:
+    """None if equal within assert_close's default tolerance for the dtype the
+    device computes in, else the message."""
+    import torch
+
+    if _device_policy() == "trainium":
+        actual, expected = _as_device_computes(actual, expected)
     try:
         torch.testing.assert_close(actual, expected, equal_nan=True, check_device=False)
         return None
@@ -187,28 +228,63 @@ def _run(fn):
         return None, e
 
 
+def _unsupported_hits() -> int:
+    from torch_neuron_sim import tracking
+
+    return sum(tracking.unsupported_features().values())
+
+
+class _Refusal:
+    """Whether the device side refused a feature the device lacks: the emulator
+    counts each refusal (tracking.unsupported_features()) as it raises
+    NotImplementedError naming it (docs/semantics.md, unsupported features)."""
+
+    def __enter__(self):
+        self.before = _unsupported_hits()
+        return self
+
+    def __exit__(self, *exc):
+        self.hit = _unsupported_hits() > self.before
+        return False
+
+    def judge(self, err) -> bool:
+        return err is not None and self.hit and isinstance(err, NotImplementedError)
+
+
+def _cpu_copy(sample):
+    """The sample copied to the CPU, or the error that copying it raised: a
+    tensor the device holds but cannot compute with (a sparse CSR tensor made
+    by a constructor that does not dispatch) already fails here, as on the
+    device, and that is the device's answer for the sample."""
+    return _run(lambda: sample.transform(_to_cpu))
+
+
 def _forward_sample(op, sample, random):
     import torch
 
-    cpu_sample = sample.transform(_to_cpu)
-    if random:
-        torch.manual_seed(1234)
-    dev_out, dev_err = _run(lambda: _structure(sample.output_process_fn_grad(
-        op(sample.input, *sample.args, **sample.kwargs))))
+    with _Refusal() as refusal:
+        cpu_sample, copy_err = _cpu_copy(sample)  # before the op: an in-place op changes the sample
+        if random:
+            torch.manual_seed(1234)
+        dev_out, dev_err = _run(lambda: _structure(sample.output_process_fn_grad(
+            op(sample.input, *sample.args, **sample.kwargs))))
+    if copy_err is not None:
+        return _judge(None, dev_err or copy_err, None, None, random, refused=refusal.judge(dev_err or copy_err))
     if random:
         torch.manual_seed(1234)
     cpu_out, cpu_err = _run(lambda: _structure(cpu_sample.output_process_fn_grad(
         op(cpu_sample.input, *cpu_sample.args, **cpu_sample.kwargs))))
-    return _judge(dev_out, dev_err, cpu_out, cpu_err, random, op.name in UNINITIALIZED)
+    return _judge(dev_out, dev_err, cpu_out, cpu_err, random, op.name in UNINITIALIZED,
+                  refused=refusal.judge(dev_err))
 
 
-def _judge(dev_out, dev_err, cpu_out, cpu_err, random, uninitialized=False):
+def _judge(dev_out, dev_err, cpu_out, cpu_err, random, uninitialized=False, refused=False):
     if cpu_err is not None:
         if dev_err is not None:
             return EXPECTED_ERROR, f"cpu {_err(cpu_err)} | neuron {_err(dev_err)}"
         return NO_CPU, f"cpu {_err(cpu_err)} (neuron runs)"
     if dev_err is not None:
-        return ERROR, _err(dev_err)
+        return (UNSUPPORTED if refused else ERROR), _err(dev_err)
     if uninitialized:
         return (PASS, "uninitialized: dtypes and shapes match") if _metadata_matches(dev_out, cpu_out) else (
             MISMATCH, "uninitialized: dtypes or shapes differ")
@@ -244,16 +320,19 @@ def _grads(op, sample, cotangent_seed):
 def _backward_sample(op, sample, random):
     import torch
 
-    cpu_sample = sample.transform(_to_cpu)
-    if random:
-        torch.manual_seed(1234)
-    dev, dev_err = _run(lambda: _grads(op, sample, 7))
+    with _Refusal() as refusal:
+        cpu_sample, copy_err = _cpu_copy(sample)
+        if random:
+            torch.manual_seed(1234)
+        dev, dev_err = _run(lambda: _grads(op, sample, 7))
+    if copy_err is not None:
+        return _judge(None, dev_err or copy_err, None, None, random, refused=refusal.judge(dev_err or copy_err))
     if random:
         torch.manual_seed(1234)
     cpu, cpu_err = _run(lambda: _grads(op, cpu_sample, 7))
     if cpu_err is None and dev_err is None and cpu is None and dev is None:
         return None  # nothing differentiable in this sample
-    return _judge(dev, dev_err, cpu, cpu_err, random)
+    return _judge(dev, dev_err, cpu, cpu_err, random, refused=refusal.judge(dev_err))
 
 
 def _aggregate(results: list[tuple[str, str]], skipped: str | None = None) -> Result:
@@ -443,6 +522,10 @@ def run_suite(cfg: Config) -> Run:
 # Figures and the table
 # ---------------------------------------------------------------------------
 
+# Cells the page explains one by one (tests/opinfo/explanations.py).
+DIFFERENCES = (UNSUPPORTED, MISMATCH, ERROR, CRASH)
+
+
 def rates(results: dict, dtypes) -> dict:
     """Per (dtype, direction): passed / compared, where compared = the ops CPU runs."""
     out = {}
@@ -451,11 +534,11 @@ def rates(results: dict, dtypes) -> dict:
             st = [r[(d, dr)].status for r in results.values() if (d, dr) in r]
             compared = [s for s in st if s in RANK]
             out[(d, dr)] = (sum(s == PASS for s in compared), len(compared),
-                            sum(s == CRASH for s in st))
+                            sum(s == CRASH for s in st), sum(s == UNSUPPORTED for s in st))
     return out
 
 
-_SHORT = {PASS: "pass", MISMATCH: "**mismatch**", ERROR: "**error**", CRASH: "**CRASH**",
+_SHORT = {PASS: "pass", UNSUPPORTED: "unsupported", MISMATCH: "**mismatch**", ERROR: "**error**", CRASH: "**CRASH**",
           EXPECTED_ERROR: "expected-error", SKIP: "skip", NO_CPU: "—"}
 _LONG = {v: k for k, v in _SHORT.items()}
 
@@ -471,9 +554,14 @@ def render_table(run: Run, dtypes, explanations: dict, mode: str) -> str:
         "Each op of PyTorch's OpInfo database runs on `neuron` and on the CPU with the same samples",
         "(made on `neuron`, copied to the CPU, as PyTorch's own `test_compare_cpu`); outputs and",
         "gradients (`torch.autograd.grad`) are compared with `torch.testing.assert_close` at its",
-        "default tolerance for the dtype; random ops by value after the same seed, by distribution",
-        "where values differ; ops returning uninitialized memory (`empty*`) by dtype and shape.",
-        "Each OpInfo entry runs in a crash-isolated worker process (a crash costs one entry).",
+        "default tolerance for the dtype the device computes in: under the 64-bit rule",
+        "([semantics.md](semantics.md)) the device computes a float64 result in float32 (complex128",
+        "in complex64), so any float64 output, in every op, is compared in float32 at float32's",
+        "tolerance — where device and CPU differ, the device's answer is the reference (int64 results",
+        "compare exactly: 32-bit arithmetic gives the same values unless it overflows). Random ops",
+        "compare by value after the same seed, by distribution where values differ; ops returning",
+        "uninitialized memory (`empty*`) by dtype and shape. Each OpInfo entry runs in a",
+        "crash-isolated worker process (a crash costs one entry).",
         "",
         "CI (`make test`, `tests/opinfo/test_opinfo.py`) runs an eighth of the entries each day",
         "(crc32 of the name mod 8 = the day number mod 8; `NEURON_SIM_OPINFO_SHARD=i/8` picks one)",
@@ -483,23 +571,27 @@ def render_table(run: Run, dtypes, explanations: dict, mode: str) -> str:
         "for everything. `make test-deep` runs every entry in float32, bfloat16, float16 and int32;",
         "`make op-coverage` does the same and rewrites this page.",
         "",
-        "Statuses: pass; **mismatch** (values differ); **error** (neuron raises where the CPU runs);",
-        "**CRASH**; expected-error (CPU and neuron both raise on every sample); skip (op_db declares",
-        "`test_compare_cpu` skipped); — (the CPU does not run this dtype/direction: nothing to compare).",
+        "Statuses: pass; unsupported (neuron refuses, with `NotImplementedError` naming it, a feature",
+        "Trainium does not have — sparse layouts — where the CPU runs: the device fails too, so this is",
+        "the expected answer, but it is not a pass and counts against the rate); **mismatch** (values",
+        "differ); **error** (neuron raises where the CPU runs); **CRASH**; expected-error (CPU and",
+        "neuron both raise on every sample); skip (op_db declares `test_compare_cpu` skipped); — (the",
+        "CPU does not run this dtype/direction: nothing to compare). The rate is pass over the ops the",
+        "CPU runs (pass, unsupported, mismatch, error, crash).",
         "",
         f"Run: {mode}, {len(run.results)} OpInfo entries, {run.seconds:.0f} s, {run.restarts} worker restart(s).",
         "",
-        "| dtype | direction | pass | of ops CPU runs | rate | crashes |",
-        "|---|---|---|---|---|---|",
+        "| dtype | direction | pass | of ops CPU runs | rate | unsupported | crashes |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for (d, dr), (p, n, c) in r.items():
-        lines.append(f"| {d} | {dr} | {p} | {n} | {100.0 * p / max(n, 1):.2f} % | {c} |")
+    for (d, dr), (p, n, c, u) in r.items():
+        lines.append(f"| {d} | {dr} | {p} | {n} | {100.0 * p / max(n, 1):.2f} % | {u} | {c} |")
     lines += ["", "## Differences, explained", ""]
     diffs = []
     for key in sorted(run.results):
         for c in cols:
             res = run.results[key].get(c)
-            if res is not None and res.status in (MISMATCH, ERROR, CRASH):
+            if res is not None and res.status in DIFFERENCES:
                 diffs.append((key, c, res))
     if not diffs:
         lines.append("None.")
@@ -535,6 +627,17 @@ def parse_table(text: str) -> dict:
             continue
         key = cells[0].strip("`")
         out[key] = {h: _LONG.get(c, c) for h, c in zip(header, cells[1:]) if c}
+    return out
+
+
+def table_rates(table: dict) -> dict:
+    """rates() of a parsed table: {(dtype, direction): (passed, compared)}."""
+    out = {}
+    for row in table.values():
+        for col, status in row.items():
+            p, n = out.get(col, (0, 0))
+            if status in RANK:
+                out[col] = (p + (status == PASS), n + 1)
     return out
 
 
