@@ -14,7 +14,7 @@ _DECOMPOSED = ("no device kernel: PyTorch's decomposition runs op by op in the 1
 
 EXPLAINED: dict = {
     # 16-bit decompositions
-    "addr": "addr in float16: " + _DECOMPOSED,
+    "addr": "addr in bfloat16/float16: " + _DECOMPOSED,
     "native_group_norm": "native_group_norm in bfloat16/float16: " + _DECOMPOSED,
     "nn.functional.group_norm": "group_norm in bfloat16/float16: " + _DECOMPOSED,
     ("nn.functional.mish", "bwd"): "mish_backward in bfloat16/float16: " + _DECOMPOSED,
@@ -22,6 +22,11 @@ EXPLAINED: dict = {
                                                             + _DECOMPOSED,
     "nn.functional.linear_cross_entropy.chunked_none": "chunked linear_cross_entropy (reduction='none') in "
                                                        "bfloat16/float16: " + _DECOMPOSED,
+    # the device's mixed-device check
+    "index_put": ("op_db's mask sample builds the boolean mask on the CPU (torch.zeros(S, dtype=torch.bool), not on "
+                  "the device): TorchNeuron's index_put (its _index_put_impl_) refuses a non-0-dim CPU tensor among "
+                  "its inputs with this message (docs/semantics.md, 'a CPU tensor among neuron inputs'); only reads "
+                  "(x[cpu_index]) take CPU indices"),
     # unsupported layouts
     "to_sparse": _SPARSE,
     "sparse.mm.reduce": _CSR,
