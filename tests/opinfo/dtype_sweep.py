@@ -80,18 +80,19 @@ def main() -> None:
            "has no input-dtype check; CUDA's kernel has them) and `abs` on bool (CUDA's kernel has it; the",
            "device's abs returns unsigned inputs unchanged); of the OpInfo entries below, op_db gives no",
            "other whose CUDA kernel has a dtype its CPU kernel lacks. Every gap in the second table is float math",
-           "on integers (gelu, softmax, layer_norm, transposed conv...) or arithmetic on bool that every PyTorch",
-           "kernel refuses, and nothing says the device's lowering accepts it: the emulator raises the CPU",
+           "on integers (gelu, softmax, layer_norm, transposed conv...), bitwise ops on floats or arithmetic",
+           "on bool that every PyTorch kernel refuses, and nothing says the device's lowering accepts it:",
+           "the emulator raises the CPU",
            "kernel's error, as the device's fallback would after retrying on that kernel",
            "(`dtype_policy.cpu_error_dtypes()`). Ops that fall back to the CPU are not widened either.", "",
            "Found by a sweep of PyTorch's OpInfo database: every entry, in every device dtype op_db says the",
            "CPU lacks for it, run on `neuron`.", ""]
 
-    def table(title, head, rows):
+    def table(title, head, rows, reached="OpInfo entries that reached it"):
         by_op: dict[str, dict[str, set]] = {}
         for (aten, dtype), ops in rows.items():
             by_op.setdefault(aten, {})[dtype] = ops
-        out.extend([title, "", f"| native op | {head} | OpInfo entries that reached it |", "|---|---|---|"])
+        out.extend([title, "", f"| native op | {head} | {reached} |", "|---|---|---|"])
         for aten in sorted(by_op):
             dtypes = sorted(by_op[aten], key=DEVICE_DTYPES.index)
             ops = sorted(set().union(*by_op[aten].values()))
@@ -102,7 +103,8 @@ def main() -> None:
         out.append("")
 
     table("## Widened", "widened for", found)
-    table("## The CPU kernel's error", "raises for", refused)
+    # (the record of refusals only grows: each (op, dtype) names the first entry that met it)
+    table("## The CPU kernel's error", "raises for", refused, "first OpInfo entry to reach it")
     sys.stdout.write("\n".join(out))
 
 
