@@ -92,9 +92,16 @@ def main(tests: list[str]) -> int:
         shutil.copy2(so, site / "torch_neuron_sim" / so.name)
 
     cxx = os.environ.get("CXX", "c++")
-    libasan = subprocess.run([cxx, "-print-file-name=libasan.so"], capture_output=True, text=True,
-                             check=True).stdout.strip()
-    run_env = dict(os.environ, PYTHONSAFEPATH="1", PYTHONPATH=str(site), LD_PRELOAD=libasan,
+
+    def lib(name):
+        return subprocess.run([cxx, f"-print-file-name={name}"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    # libstdc++ too: CPython does not link it, and ASan, preloaded alone, finds no
+    # real __cxa_throw for its interceptor, so the first C++ exception (any
+    # TORCH_CHECK) aborts with "CHECK failed: ... real___cxa_throw".
+    run_env = dict(os.environ, PYTHONSAFEPATH="1", PYTHONPATH=str(site),
+                   LD_PRELOAD=f"{lib('libasan.so')}:{lib('libstdc++.so')}",
                    ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
                    UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
     where = subprocess.run([sys.executable, "-c", "import torch_neuron_sim._C as c; print(c.__file__)"],
