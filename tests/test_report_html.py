@@ -18,7 +18,7 @@ from browser import Page, bokeh_ready, colored_pixels
 from torch_neuron_sim import report_html
 
 ROOT = Path(__file__).resolve().parent.parent
-BLUE = (0x2B, 0x7B, 0xBA)  # the page's colour for device data
+BLUE, ORANGE = (0x2B, 0x7B, 0xBA), (0xE8, 0x74, 0x3B)  # the page's native and fallback colours
 
 SCRIPT = textwrap.dedent("""\
     import sys
@@ -75,6 +75,12 @@ def test_page_of_a_known_script(tmp_path, chromium):
     data = json.loads(js.read_text())
     # The same model fed both: the JSON's fallbacks are the page's rows.
     assert [f["op"] for f in data["fallback_ops"]] == ["aten::cumprod", "aten::median"]
+    # Measured while the report ran: a fallback's bytes to the host and back, and
+    # the copies outside fallbacks (.item()).
+    assert data["fallback_ops"][0]["bytes_copied"] >= 3 * 2 * 64 * 64 * 4  # in and out, three calls
+    assert data["fallback_ops"][0]["seconds"] >= data["fallback_ops"][0]["copy_seconds"] > 0
+    assert data["host_copies"]["count"] >= 1
+    assert any(n["seconds"] > 0 for n in data["native_ops"])
     (timeline,) = data["memory_timeline"]
     assert max(timeline["bytes"]) >= 8 * 256 * 256 * 4  # the eight live blocks at once
     size = html.stat().st_size
@@ -96,8 +102,11 @@ def test_page_of_a_known_script(tmp_path, chromium):
     assert [r[0] for r in table_rows(page, "fallbacks")] == ["aten::median", "aten::cumprod"]
     header.click()
     assert [r[0] for r in table_rows(page, "fallbacks")] == ["aten::cumprod", "aten::median"]
-    # Charts drew their data: the HBM line is on the canvas.
+    # Charts drew their data: the HBM line and the time bars (native in blue,
+    # fallbacks in orange) are on the canvas.
     assert colored_pixels(chart_png(page, "hbm"), BLUE) > 100
+    time_png = chart_png(page, "time")
+    assert colored_pixels(time_png, BLUE) > 100 and colored_pixels(time_png, ORANGE) > 20
     # The estimated device timeline: labelled an estimate, its kernels drawn on
     # their lane, its per-op table names the matmul (also in the JSON).
     assert "ESTIMATE" in page.locator("section#device-timeline").inner_text()
@@ -137,6 +146,7 @@ def test_no_fallback_page_says_so_and_context_manager_writes_it(tmp_path, chromi
     p = open_report(chromium, html)
     assert "No op fell back to the CPU" in p.page.locator("#no-fallback").inner_text()
     assert p.page.locator("section#fallbacks .slick-row").count() == 0
+    assert colored_pixels(chart_png(p.page, "time"), BLUE) > 50
     assert p.errors == []
     p.close()
     # A block that raises writes its page too, marked failed.
@@ -216,6 +226,7 @@ def test_page_of_the_demo(tmp_path, chromium):
     assert table_rows(page, "fallbacks") [0][:3] == ["aten::multinomial", f"examples/transformer_lm.py:{line}", "3"]
     assert len(table_rows(page, "native")) >= 10
     assert colored_pixels(chart_png(page, "hbm"), BLUE) > 100
+    assert colored_pixels(chart_png(page, "time"), BLUE) > 100
     page.screenshot(path=str(tmp_path / "demo.png"), full_page=True)
     assert p.errors == []
     p.close()

@@ -113,15 +113,10 @@ def _torch_compile(before: dict[str, Any], now: dict[str, Any]) -> dict[str, Any
             "graph_breaks": sorted(breaks, key=lambda b: (-b["count"], b["reason"]))}
 
 
-# Time by op, fallback bytes and host copies are measured in C++ while a
-# report is active, where the extension provides them.
-_MEASURES_TIME = hasattr(_C, "_host_copy_stats")
-
-
 def _host_copies() -> dict[str, float]:
-    # Copies between host and device outside fallbacks (.cpu(), .to(), .item()).
-    c = _C._host_copy_stats() if _MEASURES_TIME else {}
-    return {"count": c.get("count", 0), "bytes": c.get("bytes", 0), "ns": c.get("ns", 0)}
+    # Copies between host and device outside fallbacks (.cpu(), .to(), .item()),
+    # measured in C++ while a report is active (csrc/aten/execution/report_measures.h).
+    return dict(_C._host_copy_stats())
 
 
 def downsample(points: list[tuple[float, float]], limit: int) -> list[tuple[float, float]]:
@@ -258,12 +253,11 @@ class Report:
             sites.setdefault(op, []).append({"site": site, "count": n})
         # Times are this machine's wall time inside the op (the CPU kernel on
         # arena memory, or the fallback's host kernel and its copies).
-        timed = _MEASURES_TIME
         fallback = [{"op": op, "count": d["fallbacks"], "sites": sites.get(op, []),
-                     **({"bytes_copied": d["copied_bytes"], "seconds": d["time_ns"] / 1e9,
-                         "copy_seconds": d["copy_ns"] / 1e9} if timed else {})}
+                     "bytes_copied": d["copied_bytes"], "seconds": d["time_ns"] / 1e9,
+                     "copy_seconds": d["copy_ns"] / 1e9}
                     for op, d in sorted(delta.items(), key=lambda kv: (-kv[1]["fallbacks"], kv[0])) if d["fallbacks"]]
-        native = [{"op": op, "count": d["executed"], **({"seconds": d["time_ns"] / 1e9} if timed else {})}
+        native = [{"op": op, "count": d["executed"], "seconds": d["time_ns"] / 1e9}
                   for op, d in sorted(delta.items(), key=lambda kv: (-kv[1]["executed"], kv[0])) if d["executed"]]
         downcasts = [{"op": op, "float64": d["downcasts_f64"], "int64": d["downcasts_i64"]}
                      for op, d in sorted(delta.items()) if d["downcasts_f64"] or d["downcasts_i64"]]
@@ -300,8 +294,7 @@ class Report:
             "native_ops": native,
             "downcasts_64bit": downcasts,
             "host_casts_64bit": now["host_casts"] - before["host_casts"],
-            **({"host_copies": {"count": copies["count"], "bytes": copies["bytes"], "seconds": copies["ns"] / 1e9}}
-               if _MEASURES_TIME else {}),
+            "host_copies": {"count": copies["count"], "bytes": copies["bytes"], "seconds": copies["ns"] / 1e9},
             "unsupported_features": unsupported,
             "collectives": sorted(collectives.values(), key=lambda c: (-c["bytes"], c["op"])),
             "memory": memory,

@@ -134,7 +134,7 @@ def _time_section(data, add) -> None:
     ops += [("fallback", f["op"], f.get("seconds", 0.0), f.get("copy_seconds", 0.0)) for f in data.get("fallback_ops", [])]
     copies = data.get("host_copies", {})
     if not any(s for _, _, s, _ in ops) and not copies.get("seconds"):
-        add("Time by op", "<p>No op time was measured (this build of the extension does not measure it).</p>",
+        add("Time by op", "<p>No op ran on neuron while the report was active.</p>",
             anchor="time")
         return
     from bokeh.models import ColumnDataSource, HoverTool

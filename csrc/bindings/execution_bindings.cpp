@@ -10,6 +10,7 @@
 #include "aten/execution/execution.h"
 #include "aten/execution/fallback_policy.h"
 #include "aten/execution/op_table.h"
+#include "aten/execution/report_measures.h"
 #include "aten/kernels/copy.h"
 #include "bindings/bindings.h"
 
@@ -63,7 +64,8 @@ void registerExecutionBindings(py::module_& m) {
                         NEURON_FIELD(OpStats, executed), NEURON_FIELD(OpStats, fallbacks),
                         NEURON_FIELD(OpStats, downcasts_f64), NEURON_FIELD(OpStats, downcasts_i64),
                         NEURON_FIELD(OpStats, compilations), NEURON_FIELD(OpStats, cache_hits),
-                        NEURON_FIELD(OpStats, widened)));
+                        NEURON_FIELD(OpStats, widened), NEURON_FIELD(OpStats, time_ns),
+                        NEURON_FIELD(OpStats, copy_ns), NEURON_FIELD(OpStats, copied_bytes)));
     return out;
   });
 
@@ -76,6 +78,14 @@ void registerExecutionBindings(py::module_& m) {
   m.def("_fallback_mode", [] { return fallbackMode() == FallbackMode::kError ? "error" : "warn"; });
   m.def("_set_fallback_only_for_unimplemented", &setFallbackOnlyForUnimplemented);
   m.def("_set_report_active", &setReportActive);
+  m.def("_host_copy_stats", [] {
+    const HostCopyStats c = hostCopyStats();
+    py::dict d;
+    d["count"] = c.count;
+    d["bytes"] = c.bytes;
+    d["ns"] = c.ns;
+    return d;
+  });
   m.def("_note_unsupported", &noteUnsupported);
   m.def("_unsupported_hits", &unsupportedHits);
   m.def("_clear_unsupported_hits", &clearUnsupportedHits);

@@ -26,6 +26,7 @@
 #include "aten/execution/fallback_policy.h"
 #include "aten/execution/fast_path.h"
 #include "aten/execution/op_table.h"
+#include "aten/execution/report_measures.h"
 #include "aten/execution/tensor_alias.h"
 #include "aten/memory/allocator.h"
 #include "aten/neuron.h"
@@ -417,6 +418,7 @@ void neuronKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* sta
   if (C10_UNLIKELY(runtime::inBadFork())) runtimeCall(&runtime::checkNotForked);
   runtime::HostAccess access;  // NEURON_SIM_PROTECT: kernels may touch arena pages
   OpEntry& e = opEntry(op);
+  OpTimer timer(e);
   if (C10_UNLIKELY(!e.generator_args.empty())) checkGeneratorPlacement(op, *stack);
   if (e.native.load(std::memory_order_relaxed) && checkInputs(op, e, *stack) &&
       C10_LIKELY(!takesComplex(op, *stack))) {
@@ -443,6 +445,7 @@ void neuronKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* sta
                   ". Unset the variable (or set it to 0) to let failing ops fall back to CPU.");
     }
   } else {
+    FallbackCopies copies(timer.on() ? &e : nullptr);  // its host round trip counts towards the op
     runFallback(op, e, stack);
   }
 }

@@ -8,7 +8,7 @@
 //
 // Only the common call takes it: the op native, every tensor argument on one
 // neuron device (or a wrapped Python number), no 64-bit tensor, no profiler
-// recording. Any other
+// recording, no migration report measuring op times. Any other
 // call, and any kernel error, goes through the boxed path, which owns every
 // rule (fallback, the 64-bit rule, error wording); so this file adds speed,
 // never behaviour. The ops listed always return a fresh tensor, never a view
@@ -104,7 +104,7 @@ struct Unboxed<Op, at::Tensor(Args...)> {
     static OpEntry& e = opEntry(handle());  // entries live as long as the process
     c10::DeviceIndex device = -1;
     if (!e.native.load(std::memory_order_relaxed) || e.host_kernel || C10_UNLIKELY(runtime::inBadFork()) ||
-        C10_UNLIKELY(profiler::recording()) || !(takes(args, device) && ...) || device < 0)
+        C10_UNLIKELY(profiler::recording() || reportActive()) || !(takes(args, device) && ...) || device < 0)
       return boxed(args...);
     runtime::HostAccess access;  // NEURON_SIM_PROTECT: the kernel touches arena pages
     const std::array<c10::IValue, sizeof...(Args)> ivalues{c10::IValue(args)...};

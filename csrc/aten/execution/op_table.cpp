@@ -149,7 +149,8 @@ std::vector<OpStats> opStats() {
   std::vector<OpStats> out;
   for (auto& [key, e] : t.entries) {
     OpStats s{e->name, e->native.load(), e->executed.load(), e->fallbacks.load(), e->downcasts_f64.load(),
-              e->downcasts_i64.load(), 0, e->cache_hits.load(), e->widened.load()};
+              e->downcasts_i64.load(), 0, e->cache_hits.load(), e->widened.load(),
+              e->time_ns.load(), e->copy_ns.load(), e->copied_bytes.load()};
     {
       std::lock_guard<std::mutex> sg(e->signatures_mu);
       s.compilations = e->signatures.size();

@@ -62,6 +62,11 @@ struct OpEntry {
   std::mutex signatures_mu;
   std::unordered_set<uint64_t> signatures;
   std::atomic<uint64_t> cache_hits{0};
+  // Measured only while a migration report is active (report_measures.h;
+  // never cleared: the report takes differences).
+  std::atomic<uint64_t> time_ns{0};       // wall time inside the op (a fallback's includes its copies)
+  std::atomic<uint64_t> copy_ns{0};       // fallbacks: copies to the host and back
+  std::atomic<uint64_t> copied_bytes{0};  // fallbacks: bytes of those copies
   HostKernel host_kernel = nullptr;
   Precondition precondition = nullptr;
 };
@@ -102,6 +107,7 @@ struct OpStats {
   std::string name;
   bool native;
   uint64_t executed, fallbacks, downcasts_f64, downcasts_i64, compilations, cache_hits, widened;
+  uint64_t time_ns, copy_ns, copied_bytes;
 };
 std::vector<OpStats> opStats();  // ops with any activity
 // Runs f on every op entry, under the table's lock (for clears and sweeps).

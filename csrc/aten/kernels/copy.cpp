@@ -8,9 +8,12 @@
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
+#include <chrono>
+
 #include "aten/execution/dtype_policy.h"
 #include "aten/execution/tensor_alias.h"
 #include "aten/execution/op_table.h"
+#include "aten/execution/report_measures.h"
 #include "aten/neuron.h"
 #include "profiler/record.h"
 #include "runtime/host_access.h"
@@ -54,7 +57,16 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   if (self.device().is_cpu() != dst.device().is_cpu()) g_host_device_copies.fetch_add(1, std::memory_order_relaxed);
   // Kernels complete when launched, so non_blocking copies are complete too.
   const int64_t issued = C10_UNLIKELY(profiler::recording()) ? runtime::wallNowNs() : 0;
-  onHost(dst).copy_(onHost(self));
+  if (C10_LIKELY(!reportActive())) {
+    onHost(dst).copy_(onHost(self));
+  } else {
+    const auto start = std::chrono::steady_clock::now();
+    onHost(dst).copy_(onHost(self));
+    if (self.device().type() != dst.device().type())  // host<->device, for the migration report
+      noteHostCopy(dst.numel() * dst.element_size(),
+                   std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+                       .count());
+  }
   if (C10_UNLIKELY(issued)) profiler::recordCopy(self, dst, issued);
   return dst;
 }
@@ -92,6 +104,7 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
   recordKernelRun(tracked);
   runtime::HostAccess access;
   if (C10_UNLIKELY(profiler::recording())) profiler::recordScalarRead(self, runtime::wallNowNs());
+  if (C10_UNLIKELY(reportActive())) noteHostCopy(self.element_size(), 0);  // .item(): one value to the host
   return at::_local_scalar_dense(hostAlias(self));
 }
 

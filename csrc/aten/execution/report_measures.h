@@ -1,0 +1,58 @@
+// What the migration report measures besides counts, only while a report is
+// active (otherwise one relaxed load per op): wall time inside each op, and
+// host<->device copies - those a CPU fallback makes count towards its op,
+// the others (.cpu(), .to(), .item()) towards the process totals.
+#pragma once
+#include <chrono>
+#include <cstdint>
+
+#include "aten/execution/fallback_policy.h"
+#include "aten/execution/op_table.h"
+
+namespace neuron_sim {
+
+// Adds the wall time of its scope to the op's time_ns (a fallback's time
+// includes its host copies).
+class OpTimer {
+ public:
+  explicit OpTimer(OpEntry& e) : e_(e), on_(reportActive()) {
+    if (C10_UNLIKELY(on_)) start_ = std::chrono::steady_clock::now();
+  }
+  ~OpTimer() {
+    if (C10_UNLIKELY(on_))
+      e_.time_ns.fetch_add(elapsedNs(), std::memory_order_relaxed);
+  }
+  bool on() const { return on_; }
+  uint64_t elapsedNs() const {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
+  }
+  OpTimer(const OpTimer&) = delete;
+  OpTimer& operator=(const OpTimer&) = delete;
+
+ private:
+  OpEntry& e_;
+  const bool on_;
+  std::chrono::steady_clock::time_point start_{};
+};
+
+// Marks the fallback running on this thread, so the copies it makes are
+// charged to its op (nullptr: no report, nothing to charge).
+class FallbackCopies {
+ public:
+  explicit FallbackCopies(OpEntry* e);
+  ~FallbackCopies();
+  FallbackCopies(const FallbackCopies&) = delete;
+  FallbackCopies& operator=(const FallbackCopies&) = delete;
+
+ private:
+  OpEntry* previous_;
+};
+
+void noteHostCopy(uint64_t bytes, uint64_t ns);
+struct HostCopyStats {
+  uint64_t count, bytes, ns;
+};
+HostCopyStats hostCopyStats();  // copies outside fallbacks, since the process started
+
+}  // namespace neuron_sim
