@@ -63,22 +63,22 @@ def test_cxx_kernels_record_fixed_base_names_and_views_stay_untracked():
 def test_fallbacks_are_recorded_with_their_overload():
     x = torch.randn(4, 3, device=D)
     torch_neuronx.clear_op_tracking()
-    torch.cumprod(x, 0)
-    x.min(0)
-    assert {"aten::cumprod.out", "aten::min.dim_min"} <= set(torch_neuronx.get_fallback_ops())
+    torch.kthvalue(x, 2, 0)
+    x.std(0)
+    assert {"aten::kthvalue.values", "aten::std.correction"} <= set(torch_neuronx.get_fallback_ops())
 
 
 def test_helpers_match_names_as_the_device_helpers_do():
     x = torch.randn(4, device=D)
     with track_neuron_ops():
         x / x
-        torch.cumprod(x, 0)
+        torch.kthvalue(x, 2, 0)
     assert_op_runs_on_neuron("aten::div.out")  # exact
     assert_op_runs_on_neuron("aten::div")  # the base name is contained in "aten::div.out"
-    assert_op_falls_back_on_cpu("aten::cumprod.out")
-    assert not check_op_runs_on_neuron("aten::cumprod.out")  # an exact fallback entry fails
+    assert_op_falls_back_on_cpu("aten::kthvalue.values")
+    assert not check_op_runs_on_neuron("aten::kthvalue.values")  # an exact fallback entry fails
     with pytest.raises(AssertionError, match="to fall back"):
-        assert_op_falls_back_on_cpu("cumprod")  # falling back needs the exact recorded name
+        assert_op_falls_back_on_cpu("aten::kthvalue")  # falling back needs the exact recorded name
 
 
 def test_tracking_rules_are_data_rendered_in_the_docs():

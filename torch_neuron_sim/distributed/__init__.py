@@ -66,6 +66,10 @@ def _create_backend(store, rank: int, size: int, timeout) -> Any:
         # of the previous attempt published and fail with "Connection refused".
         store = dist.PrefixStore(f"attempt_{attempt}/", store)
     gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
+    # DTensor needs a group, so a neuron group is where DTensor on neuron starts.
+    from . import dtensor_ops
+
+    dtensor_ops.install()
     return _C.ProcessGroupNeuron(gloo, rank, size, timeout)
 
 
