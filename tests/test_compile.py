@@ -118,7 +118,8 @@ def test_graph_executor_runs_op_by_op_with_tracking():
     losses, _ = _train(_mlp(), "neuron", steps=2, compile_options=GRAPH)
     assert losses == pytest.approx(cpu_losses, rel=1e-4)
     ops = torch_neuron_sim.get_executed_ops()
-    assert "aten::mm" in ops and "aten::native_layer_norm_backward" in ops
+    # linear is a device kernel, so AOTAutograd keeps it whole, forward and backward
+    assert {"aten::linear", "aten::linear_backward", "aten::native_layer_norm_backward"} <= set(ops)
     assert [r.executor for r in graphs.records()] == ["graph", "graph"]
     # The graph is one compiled unit: its ops note no eager compilations.
     assert "aten::native_layer_norm_backward" not in torch_neuron_sim.compile_cache.op_signatures()
