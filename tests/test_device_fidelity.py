@@ -3,6 +3,7 @@ Written as a torch_neuronx user writes tests: through the alias, with the
 device's own names, messages and test helpers. One section per behaviour:
 op-tracking names, composite ops as one op, random numbers, mixed-device
 inputs, streams, `.data =`, devices and messages, torch_neuronx internals."""
+import sys
 import threading
 
 import pytest
@@ -17,6 +18,23 @@ from torch_neuron_sim.testing import (
 
 torch_neuron_sim.install_torch_neuronx_alias()
 import torch_neuronx  # noqa: E402  (the emulator, through the alias)
+
+
+def _remove_alias():
+    for name in [n for n in sys.modules if n == "torch_neuronx" or n.startswith("torch_neuronx.")]:
+        del sys.modules[name]
+
+
+# The alias is opt-in per process: it stays installed only while this module's
+# tests run, so tests collected after this file see a process without it.
+_remove_alias()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _alias():
+    torch_neuron_sim.install_torch_neuronx_alias()
+    yield
+    _remove_alias()
 
 D = "neuron"
 

@@ -58,13 +58,24 @@ def run_report(tmp_path, *opts, script=SCRIPT, script_args=(), env=None):
                           capture_output=True, text=True, env=full_env, timeout=120, cwd=tmp_path)
 
 
+MEASURES = ("bytes_copied", "seconds", "copy_seconds")
+
+
+def _counted(fallbacks: list[dict]) -> list[dict]:
+    """The fallback entries without their measured time and bytes, which
+    must be there: a fallback copies its inputs to the host and back."""
+    for f in fallbacks:
+        assert f["bytes_copied"] > 0 and f["seconds"] > 0 and 0 < f["copy_seconds"] <= f["seconds"], f
+    return [{k: v for k, v in f.items() if k not in MEASURES} for f in fallbacks]
+
+
 def test_report_lists_exact_fallbacks_with_source_lines(tmp_path):
     out = tmp_path / "report.json"
     r = run_report(tmp_path, "--json", "--output", str(out), "--many-shapes", "4")
     assert r.returncode == 0, r.stderr
     data = json.loads(out.read_text())
     script = str(tmp_path / "train.py")
-    assert data["fallback_ops"] == [
+    assert _counted(data["fallback_ops"]) == [
         {"op": "aten::cumprod", "count": 3, "sites": [{"site": f"{script}:6", "count": 3}]},
         {"op": "aten::median", "count": 1, "sites": [{"site": f"{script}:7", "count": 1}]},
     ]
@@ -119,7 +130,8 @@ def test_report_context_manager(tracked):
     assert fb["op"] == "aten::_logcumsumexp" and fb["count"] == 2
     assert [s["site"] for s in fb["sites"]] == [f"{__file__}:{line_of('site A')}", f"{__file__}:{line_of('site B')}"]
     assert r.fallback_ops == ["aten::_logcumsumexp"]
-    assert {n["op"] for n in r.data["native_ops"]} == {"aten::add.Tensor"}
+    # add, and the allocation kernels that receive the fallbacks' results
+    assert {n["op"] for n in r.data["native_ops"]} - {"aten::empty", "aten::empty_strided"} == {"aten::add.Tensor"}
     assert "aten::_logcumsumexp" in r.text()
     json.loads(r.to_json())
     # Outside the window nothing is recorded.
@@ -162,8 +174,8 @@ def test_report_of_the_example(tmp_path):
                        timeout=120)
     assert r.returncode == 0, r.stderr
     data = json.loads(out.read_text())
-    assert data["fallback_ops"] == [
+    assert _counted(data["fallback_ops"]) == [
         {"op": "aten::multinomial", "count": 3, "sites": [{"site": f"{example}:{line}", "count": 3}]}]
     native = {n["op"] for n in data["native_ops"]}
-    assert {"aten::_scaled_dot_product_fused_attention_overrideable", "aten::embedding", "aten::addmm"} <= native
+    assert {"aten::_scaled_dot_product_fused_attention_overrideable", "aten::embedding", "aten::linear"} <= native
     assert data["unsupported_features"] == [] and data["memory"][0]["peak_bytes"] > 0
