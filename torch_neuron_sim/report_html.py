@@ -15,7 +15,8 @@ list of records with a start and a duration (or end) becomes a timeline
 chart, a dict becomes a table of its values and tables of its lists.
 Everything large is bounded: tables show at most TABLE_ROWS rows, timelines
 at most TIMELINE_EVENTS events (the longest), so a run of 100k ops still
-makes a page of a few MB that opens in well under a second.
+makes a page of a few MB (benchmarks/bench_report_page.py measures its size
+and how long a browser takes to open it).
 """
 from __future__ import annotations
 
