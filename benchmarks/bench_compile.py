@@ -26,7 +26,6 @@ compiled graphs, and the neuron executor's own per-launch work around them.
 
 Usage: python benchmarks/bench_compile.py [--repeats N] [--threads T] [--breakdown] [--model NAME]
 """
-import argparse
 import os
 import statistics
 import time
@@ -34,7 +33,7 @@ import time
 import torch
 
 import torch_neuron_sim  # noqa: F401  (registers the device)
-from timing import Row
+from timing import Row, cli
 
 GROUP, GAIN_GROUP, CPU_GROUP, COLD_GROUP = "compile", "compile-gain", "compile-cpu", "compile-cold"
 
@@ -221,14 +220,8 @@ def breakdown(name, make_model, shape, repeats, inner):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--repeats", type=int, default=9)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--breakdown", action="store_true", help="where a step's time goes, per phase and variant")
-    ap.add_argument("--model", default="", help="only the models whose name contains this (e.g. small, MLP, block)")
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
+    args = cli(9, breakdown=(bool, False, "where a step's time goes, per phase and variant"),
+               model=(str, "", "only the models whose name contains this (e.g. small, MLP, block)"))
     models = [m for m in MODELS if args.model in m[0]]
     for name, make_model, shape, inner in models:
         if args.breakdown:

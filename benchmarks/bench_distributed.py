@@ -12,18 +12,28 @@ Aim (issue 9): <= 1.05x, the views are zero-copy.
 Then, where Linux's /proc gives them, the thread switches (context switches of all of rank
 0's threads) per all_reduce of 4 KiB: they cost what a small collective costs on a loaded
 machine, and the agreement exchange adds a gloo all-gather's worth to each collective.
+benchmarks/run_all.py puts these figures in docs/benchmarks.md and the README.
 
-Usage: python benchmarks/bench_distributed.py [--repeats N]
+Usage: python benchmarks/bench_distributed.py [--repeats N] [--threads T]
 """
-import argparse
+from __future__ import annotations
+
+import dataclasses
 import datetime
+import json
 import os
 import statistics
+import tempfile
 import time
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+from timing import Row, Table, cli
+
+GROUP, SWITCHES_GROUP = "distributed", "distributed-switches"
 
 
 def timed(fn, inner):
@@ -34,17 +44,17 @@ def timed(fn, inner):
     return (time.perf_counter() - t0) / inner
 
 
-def compare(rank, name, neuron_fn, cpu_fn, inner, repeats, aim):
+def compare(rank, name, neuron_fn, cpu_fn, inner, repeats, aim) -> Row:
+    """Rank 0's clock; every batch starts at a barrier, so both ranks time the same batches."""
     neuron_fn(), cpu_fn()  # warm up: connections, arena pages, buckets
     n, c = [], []
     for _ in range(repeats):
         n.append(timed(neuron_fn, inner))
         c.append(timed(cpu_fn, inner))
-    tn, tc = min(n), min(c)
-    r, med = tn / tc, statistics.median(n) / statistics.median(c)
+    row = Row(GROUP, name, min(n), min(c), min(n) / min(c), statistics.median(n) / statistics.median(c), aim)
     if rank == 0:
-        print(f"{name:<36} neuron {tn * 1e3:9.3f} ms   cpu {tc * 1e3:9.3f} ms   ratio {r:5.2f}x "
-              f"(median {med:4.2f}x)   aim <= {aim:.2f}x {'ok' if r <= aim else 'MISSED'}", flush=True)
+        print(row.line(), flush=True)
+    return row
 
 
 def switches():
@@ -69,9 +79,7 @@ def switches_per_call(rank, dev, calls=200):
         for _ in range(calls):
             dist.all_reduce(t)
         per[kind] = (switches() - s0) / calls
-    if rank == 0:
-        print(f"{'all_reduce 4 KiB, thread switches':<36} neuron {per['neuron']:9.1f} /call cpu {per['cpu']:9.1f} /call",
-              flush=True)
+    return per
 
 
 def mlp():
@@ -80,19 +88,19 @@ def mlp():
                                torch.nn.ReLU(), torch.nn.Linear(512, 10))
 
 
-def worker(rank, world, port, repeats):
+def worker(rank, world, port, repeats, threads, out):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     dist.init_process_group("cpu:gloo,neuron:neuron", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=world, timeout=datetime.timedelta(seconds=60))
     dev = torch.device("neuron", rank)
     if rank == 0:
-        print(f"torch {torch.__version__}, {world} ranks, 1 thread each", flush=True)
+        print(f"{world} ranks, {threads} torch thread(s) each", flush=True)
 
     cpu = torch.ones(16 << 20)  # 64 MiB of float32
     neu = cpu.to(dev)
-    compare(rank, "all_reduce 64 MiB", lambda: dist.all_reduce(neu), lambda: dist.all_reduce(cpu), 2, repeats, 1.05)
+    rows = [compare(rank, "all_reduce 64 MiB", lambda: dist.all_reduce(neu), lambda: dist.all_reduce(cpu), 2, repeats, 1.05)]
 
     x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
     xn, yn = x.to(dev), y.to(dev)
@@ -107,24 +115,38 @@ def worker(rank, world, port, repeats):
             opts[kind].step()
         return run
 
-    compare(rank, "DDP step, MLP 256-512-512-10, batch 64", step("neuron", xn, yn), step("cpu", x, y), 5,
-            repeats, 1.05)
-    if os.path.isdir("/proc/self/task"):
-        switches_per_call(rank, dev)
+    rows.append(compare(rank, "DDP step, MLP 256-512-512-10, batch 64", step("neuron", xn, yn), step("cpu", x, y),
+                        5, repeats, 1.05))
+    per = switches_per_call(rank, dev) if os.path.isdir("/proc/self/task") else None
     dist.destroy_process_group()
+    if rank == 0:
+        Path(out).write_text(json.dumps({"rows": [dataclasses.asdict(r) for r in rows], "switches": per}))
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--repeats", type=int, default=15)
-    args = ap.parse_args()
+def run(repeats: int = 15, threads: int = 1) -> list[Row | Table]:
+    """Spawns 2 ranks; rank 0 hands its figures back through a file."""
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    mp.spawn(worker, args=(2, port, args.repeats), nprocs=2)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "rank0.json"
+        mp.spawn(worker, args=(2, port, repeats, threads, str(out)), nprocs=2)
+        got = json.loads(out.read_text())
+    figures: list[Row | Table] = [Row(**r) for r in got["rows"]]
+    if got["switches"]:
+        t = Table(SWITCHES_GROUP, ["collective", "neuron", "CPU (gloo)", "neuron/CPU"])
+        n, c = got["switches"]["neuron"], got["switches"]["cpu"]
+        t.add("all_reduce 4 KiB", f"{n:.1f} /call", f"{c:.1f} /call", f"{n / c:.2f}×")
+        figures.append(t)
+    return figures
+
+
+def main():
+    args = cli(15)
+    run(args.repeats, args.threads)
 
 
 if __name__ == "__main__":

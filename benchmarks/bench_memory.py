@@ -10,17 +10,16 @@ temporaries are. Two variants:
 Aim: <= 1.0x, no slower than CPU. Debug modes (NEURON_SIM_POISON/GUARD/PROTECT)
 make this much slower by design.
 
-Usage: python benchmarks/bench_memory.py [--repeats N] [--steps N]
+Usage: python benchmarks/bench_memory.py [--repeats N] [--steps N] [--threads T]
 """
 from __future__ import annotations
 
-import argparse
 import random
 
 import torch
 
 import torch_neuron_sim  # noqa: F401  (registers the device)
-from timing import Row, ratio
+from timing import Row, cli, ratio
 
 GROUP = "memory"
 
@@ -59,12 +58,8 @@ def run(repeats: int = 9, steps: int = 4000) -> list[Row]:
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--repeats", type=int, default=9)
-    ap.add_argument("--steps", type=int, default=4000)
-    args = ap.parse_args()
-    torch.set_num_threads(1)
-    print(f"torch {torch.__version__}; debug modes {torch.neuron.memory.debug_modes()}")
+    args = cli(9, steps=(int, 4000, "allocations per batch"))
+    print(f"debug modes {torch.neuron.memory.debug_modes()}")
     run(args.repeats, args.steps)
 
 

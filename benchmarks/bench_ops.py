@@ -15,12 +15,10 @@ Usage: python benchmarks/bench_ops.py [--repeats N] [--threads T]
 """
 from __future__ import annotations
 
-import argparse
-
 import torch
 
 import torch_neuron_sim  # noqa: F401  (registers the device)
-from timing import Row, ratio
+from timing import Row, cli, ratio
 
 GROUP = "ops"
 
@@ -78,13 +76,7 @@ def run(repeats: int = 21) -> list[Row]:
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--repeats", type=int, default=21)
-    ap.add_argument("--threads", type=int, default=1)
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
-    run(args.repeats)
+    run(cli(21).repeats)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,19 @@
 """What profiling costs: an MLP training step on `neuron` with torch.profiler
 on vs off, measured in one run (interleaved batches, best and median).
 
-Prints, as time ratios against the same step with no profiler:
-  - profiler on, CPU + PrivateUse1 (device rows from the cost model)   aim <= 1.2x
-  - profiler on, CPU only (PyTorch's own cost, for reference)
+Rows, as time ratios (best and median):
+  - profiler on, CPU + PrivateUse1 (device rows from the cost model) against
+    no profiler   aim <= 1.2x
+  - profiler on, CPU only (PyTorch's own cost, for reference) against none
+  - CPU + PrivateUse1 against CPU only: what the neuron rows add
 and the per-op recording hook with the profiler off, as the 1,024-element add
-against CPU (compare with benchmarks/bench_ops.py before the profiler existed).
+against CPU (compare with benchmarks/bench_ops.py's row). benchmarks/run_all.py
+puts these rows in docs/benchmarks.md and the README.
 
-Usage: python benchmarks/bench_profiler.py [--repeats N] [--steps S]
+Usage: python benchmarks/bench_profiler.py [--repeats N] [--steps S] [--threads T]
 """
-import argparse
+from __future__ import annotations
+
 import statistics
 import time
 
@@ -17,6 +21,9 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 import torch_neuron_sim  # noqa: F401  (registers the device)
+from timing import Row, cli
+
+GROUP = "profiler"
 
 
 def make_step(device):
@@ -50,40 +57,41 @@ def timed(fn, steps, activities=None):
     return dt
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--repeats", type=int, default=9)
-    ap.add_argument("--steps", type=int, default=20)
-    args = ap.parse_args()
-    torch.set_num_threads(1)
-    print(f"torch {torch.__version__}, 1 thread; MLP 256-512-512-10, batch 64, SGD, on neuron")
+def run(repeats: int = 9, steps: int = 20) -> list[Row]:
+    print(f"MLP 256-512-512-10, batch 64, SGD, on neuron; {steps} steps a batch")
     step = make_step("neuron")
     step(), step()
     both = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
     off, on, cpu_only = [], [], []
-    for _ in range(args.repeats):
-        off.append(timed(step, args.steps))
-        on.append(timed(step, args.steps, both))
-        cpu_only.append(timed(step, args.steps, [ProfilerActivity.CPU]))
-    base = min(off)
-    print(f"{'no profiler':<40} {base * 1e3:8.3f} ms/step")
-    for name, xs, aim in (("profiler CPU + neuron rows", on, 1.2), ("profiler CPU only (PyTorch's cost)", cpu_only,
-                                                                     None)):
-        r, med = min(xs) / base, statistics.median(xs) / statistics.median(off)
-        verdict = "" if aim is None else f"   aim <= {aim:.2f}x {'ok' if r <= aim else 'MISSED'}"
-        print(f"{name:<40} {min(xs) * 1e3:8.3f} ms/step   ratio {r:5.2f}x (median {med:4.2f}x){verdict}")
-    r_dev = min(on) / min(cpu_only)
-    print(f"{'neuron rows on top of CPU profiling':<40} ratio {r_dev:5.2f}x")
+    for _ in range(repeats):
+        off.append(timed(step, steps))
+        on.append(timed(step, steps, both))
+        cpu_only.append(timed(step, steps, [ProfilerActivity.CPU]))
+    rows = [_row("MLP step, profiler CPU + neuron rows / no profiler", on, off, 1.2),
+            _row("MLP step, profiler CPU only / no profiler (PyTorch's cost)", cpu_only, off, None),
+            _row("MLP step, profiler CPU + neuron rows / CPU only (the neuron rows)", on, cpu_only, None)]
 
     # The hook with the profiler off: one relaxed atomic load per op.
     a, b = torch.randn(1024), torch.randn(1024)
     na, nb = a.to("neuron"), b.to("neuron")
     n, c = [], []
-    for _ in range(args.repeats * 3):
+    for _ in range(repeats * 3):
         n.append(timed(lambda: na + nb, 1000))
         c.append(timed(lambda: a + b, 1000))
-    print(f"{'add 1,024 elements, profiler off':<40} neuron/CPU {min(n) / min(c):5.2f}x "
-          f"(median {statistics.median(n) / statistics.median(c):4.2f}x)")
+    rows.append(_row("add, 1,024 floats, profiler off: neuron / CPU", n, c, None))
+    return rows
+
+
+def _row(name, xs, base, aim):
+    row = Row(GROUP, name, min(xs), min(base), min(xs) / min(base), statistics.median(xs) / statistics.median(base),
+              aim)
+    print(row.line(), flush=True)
+    return row
+
+
+def main():
+    args = cli(9, steps=(int, 20, "training steps per batch"))
+    run(args.repeats, args.steps)
 
 
 if __name__ == "__main__":

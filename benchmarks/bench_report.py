@@ -2,20 +2,22 @@
 the same run (never absolute timings): the op on neuron inside
 `with torch_neuron_sim.report()` against the same op on neuron without one.
 
-Native ops pay nothing for the report (their counters and the compile-cache
-signature run anyway); a fallback op pays one call into Python and a stack
-walk to record its source line, only while a report is active.
+While a report is active every op reads a steady clock twice (its time by
+op) and adds a device event to the estimated timeline, and the unboxed
+kernels of the hottest native ops step aside for the boxed path, which
+times every op in one place: a small native op pays that path's boxing. A
+fallback op also pays one call into Python and a stack walk to record its
+source line. With no report active it is all one relaxed atomic load per op
+(docs/migration-report.md, "How it is collected, and what it costs").
 
-Usage: python benchmarks/bench_report.py [--repeats N]
+Usage: python benchmarks/bench_report.py [--repeats N] [--threads T]
 """
 from __future__ import annotations
-
-import argparse
 
 import torch
 
 import torch_neuron_sim
-from timing import Row, ratio
+from timing import Row, cli, ratio
 
 GROUP = "report"
 
@@ -51,11 +53,7 @@ def _in_report(fn, inner):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--repeats", type=int, default=15)
-    args = ap.parse_args()
-    torch.set_num_threads(1)
-    run(args.repeats)
+    run(cli(15).repeats)
 
 
 if __name__ == "__main__":

@@ -2,9 +2,12 @@
 version, date, and one table per benchmark); the README's table is the same
 text, rewritten between its benchmark markers. No figure is typed by hand:
 `make bench` reruns this. Ratios are neuron time / CPU time in the same run
-(see timing.py); run it on a quiet machine before quoting figures.
+(see timing.py), or the two sides a table's columns name; figures that are
+no ratio (the report page's size and open time, thread switches per
+collective) are tables of their own. Run it on a quiet machine before
+quoting figures.
 
-Usage: python benchmarks/run_all.py [--quick] [--no-write]
+Usage: python benchmarks/run_all.py [--quick] [--no-write] [--only bench_a,bench_b]
 """
 from __future__ import annotations
 
@@ -13,15 +16,19 @@ import datetime
 import os
 import platform
 import sys
+import time
 from pathlib import Path
 
 import torch
 
 import bench_compile
+import bench_distributed
 import bench_memory
 import bench_ops
+import bench_profiler
 import bench_report
-from timing import Row
+import bench_report_page
+from timing import Row, Table
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -32,6 +39,11 @@ TITLES = {
     "ops": "Ops and copies (`benchmarks/bench_ops.py`)",
     "memory": "Allocation churn (`benchmarks/bench_memory.py`)",
     "report": "Cost of an active migration report (`benchmarks/bench_report.py`; ratio: report on / off)",
+    "report-page": "The migration report page in headless Chromium (`benchmarks/bench_report_page.py`; the "
+                   "one-chart Bokeh page, opened in the same browser, is the floor of any page with Bokeh's "
+                   "JavaScript inlined on this machine)",
+    "profiler": "Cost of torch.profiler, one MLP training step on neuron (`benchmarks/bench_profiler.py`; each "
+                "row names its two sides, *time* / *baseline*)",
     "compile": "torch.compile, one training step (`benchmarks/bench_compile.py`; CPU: Inductor on the CPU)",
     "compile-gain": "torch.compile against eager on neuron (`benchmarks/bench_compile.py`; the CPU column is "
                     "eager neuron)",
@@ -40,6 +52,20 @@ TITLES = {
                    "CPU, the ceiling of the gain on neuron, whose executor runs Inductor's CPU kernels)",
     "compile-cold": "torch.compile, the first step (`benchmarks/bench_compile.py`; the CPU column is a warm "
                     "compiled neuron step)",
+    "distributed": "Collectives, 2 ranks spawned (`benchmarks/bench_distributed.py`; CPU: CPU tensors on gloo in "
+                   "the same process group; rank 0's clock)",
+    "distributed-switches": "Thread switches (context switches of all of rank 0's threads) per collective "
+                            "(`benchmarks/bench_distributed.py`): on this machine a small collective costs its "
+                            "thread switches; neuron's agreement exchange before each collective is a gloo "
+                            "all-gather",
+}
+# Every benchmark, in the order run: (module, repeats, repeats with --quick).
+PLAN = [(bench_ops, 21, 5), (bench_memory, 9, 3), (bench_report, 15, 5), (bench_report_page, 3, 2),
+        (bench_profiler, 9, 3), (bench_compile, 9, 3), (bench_distributed, 15, 3)]
+# Tables whose two timed sides are not neuron and CPU: (first, second, ratio).
+COLUMNS = {
+    "report": ("report on", "report off", "on/off"),
+    "profiler": ("time", "baseline", "time/baseline"),
 }
 
 
@@ -53,14 +79,26 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def tables(rows: list[Row]) -> str:
+def tables(rows: list[Row | Table]) -> str:
+    unknown = {r.group for r in rows} - TITLES.keys()
+    if unknown:
+        raise ValueError(f"no title for the benchmark group(s) {sorted(unknown)}: add them to TITLES")
     out = []
     for group, title in TITLES.items():
         mine = [r for r in rows if r.group == group]
         if not mine:
             continue
-        out += [f"**{title}**", "", "| benchmark | neuron | CPU | neuron/CPU (best) | median | aim |",
-                "|---|---:|---:|---:|---:|---|"]
+        out += [f"**{title}**", ""]
+        if isinstance(mine[0], Table):
+            for t in mine:
+                out += ["| " + " | ".join(t.columns) + " |",
+                        "|" + "|".join("---" if i == 0 or c == "aim" else "---:" for i, c in enumerate(t.columns))
+                        + "|"]
+                out += ["| " + " | ".join(cells) + " |" for cells in t.rows]
+            out.append("")
+            continue
+        a, b, ab = COLUMNS.get(group, ("neuron", "CPU", "neuron/CPU"))
+        out += [f"| benchmark | {a} | {b} | {ab} (best) | median | aim |", "|---|---:|---:|---:|---:|---|"]
         for r in mine:
             aim = "—" if r.aim is None else f"≤ {r.aim:.2f}× ({r.verdict})"
             out.append(f"| {r.name} | {r.neuron_s * 1e6:,.1f} µs | {r.cpu_s * 1e6:,.1f} µs | "
@@ -80,14 +118,26 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run; do not publish)")
     ap.add_argument("--no-write", action="store_true", help="print only")
+    ap.add_argument("--only", default="", help="run only these benchmarks (comma-separated module names, e.g. "
+                    "bench_profiler); prints, never writes: published figures come from one whole run")
     args = ap.parse_args()
     torch.set_num_threads(1)
     header = environment(torch.get_num_threads())
     print(header, flush=True)
-    rows = bench_ops.run(5 if args.quick else 21) + bench_memory.run(3 if args.quick else 9) \
-        + bench_report.run(5 if args.quick else 15) + bench_compile.run(3 if args.quick else 9)
-    body = f"{header}\n\n{tables(rows)}"
-    if args.no_write:
+    only = set(filter(None, args.only.split(",")))
+    if only - {b.__name__ for b, _, _ in PLAN}:
+        ap.error(f"--only: no benchmark named {sorted(only - {b.__name__ for b, _, _ in PLAN})}")
+    plan = [p for p in PLAN if not only or p[0].__name__ in only]
+    rows: list[Row | Table] = []
+    start = time.perf_counter()
+    for bench, repeats, quick in plan:
+        t0 = time.perf_counter()
+        rows += bench.run(quick if args.quick else repeats)
+        print(f"{bench.__name__}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    minutes = (time.perf_counter() - start) / 60
+    body = f"{header} The run took {minutes:.0f} min.\n\n{tables(rows)}"
+    if args.no_write or only:
+        print("\n" + body)
         return
     DOC.write_text(
         "# Benchmarks\n\n"
@@ -96,7 +146,9 @@ def main() -> None:
         "processes hits both sides alike; *best* is the ratio of the least disturbed batches, *median*\n"
         "the ratio of medians. *Steady state* rows preallocate outputs on both sides (the cost of the\n"
         "op); *first touch* rows make a fresh output per call, where the CPU allocator page-faults new\n"
-        "memory that the arena already holds.\n\n" + body)
+        "memory that the arena already holds. Where a table's columns name other sides (report on and\n"
+        "off, profiled and not), its ratio is theirs; tables without a ratio (the report page's size and\n"
+        "open time, thread switches per collective) give the figures themselves.\n\n" + body)
     readme = README.read_text()
     if START in readme and END in readme:
         head, rest = readme.split(START, 1)

@@ -1,12 +1,15 @@
 """Neuron/CPU time ratios measured in one run, the way every benchmark here
 reports them. Batches of neuron work and of CPU work alternate, so load from
 other processes on a shared machine hits both sides alike; a row gives the
-best batch of each side (the least disturbed) and the ratio of medians."""
+best batch of each side (the least disturbed) and the ratio of medians.
+Figures that are no such ratio (a page's size, thread switches per call)
+are a Table of their own. cli() is the command line every benchmark shares."""
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 
@@ -53,3 +56,41 @@ def ratio(group: str, name: str, neuron_fn: Callable[[], object], cpu_fn: Callab
     row = Row(group, name, min(n), min(c), min(n) / min(c), statistics.median(n) / statistics.median(c), aim)
     print(row.line(), flush=True)
     return row
+
+
+@dataclass
+class Table:
+    """Figures of one benchmark that are not time ratios, as the rows of a
+    table with its own columns (cells already formatted)."""
+    group: str
+    columns: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+
+    def add(self, *cells: str) -> None:
+        self.rows.append(list(cells))
+        print("   ".join(f"{c}: {v}" for c, v in zip(self.columns, cells)), flush=True)
+
+
+def cli(repeats: int, **options: tuple[type, object, str]) -> argparse.Namespace:
+    """The command line of a benchmark run on its own: --repeats N (default:
+    what run_all.py uses), --threads T (torch threads; 1, as in run_all.py)
+    and `options`, each name=(type, default, help) (type bool: a flag). Sets
+    the threads and prints torch's version, as every benchmark's output starts."""
+    import sys
+
+    import torch
+
+    ap = argparse.ArgumentParser(description=sys.modules["__main__"].__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=repeats, help="batches per side (default: %(default)s)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (default: %(default)s)")
+    for name, (kind, default, help_) in options.items():
+        flag = "--" + name.replace("_", "-")
+        if kind is bool:
+            ap.add_argument(flag, action="store_true", help=help_)
+        else:
+            ap.add_argument(flag, type=kind, default=default, help=help_)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)", flush=True)
+    return args

@@ -1,0 +1,61 @@
+"""benchmarks/run_all.py (`make bench`) is where the README's and
+docs/benchmarks.md's figures come from: every benchmark must be in it, and
+each kind of figure must reach the written tables. Runs no benchmark."""
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def run_all():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import run_all
+        yield run_all
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_every_benchmark_is_run_by_run_all(run_all):
+    run = {m.__name__ for m, _, _ in run_all.PLAN}
+    assert {p.stem for p in BENCH.glob("bench_*.py")} == run
+
+
+def declared_groups(path: Path):
+    """The table groups a benchmark module declares (its *GROUP constants)."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign):
+            names = [n.id for t in node.targets for n in (t.elts if isinstance(t, ast.Tuple) else [t])
+                     if isinstance(n, ast.Name)]
+            if names and all(n.endswith("GROUP") for n in names):
+                values = ast.literal_eval(node.value)
+                yield from values if isinstance(values, tuple) else (values,)
+
+
+def test_every_group_a_benchmark_writes_has_a_title(run_all):
+    """A group without a title would stop the run after every benchmark ran."""
+    groups = {g for p in BENCH.glob("bench_*.py") for g in declared_groups(p)}
+    assert groups == set(run_all.TITLES)
+
+
+def test_tables_render_ratio_rows_and_figure_tables(run_all):
+    from timing import Row, Table
+
+    t = Table("report-page", ["run", "page", "aim"])
+    t.add("huge", "2.40 MiB", "< 1 s (ok)")
+    text = run_all.tables([Row("report", "add: report on / off", 2e-6, 1e-6, 2.0, 2.1, 1.05), t])
+    assert "| benchmark | report on | report off | on/off (best) | median | aim |" in text
+    assert "| add: report on / off | 2.0 µs | 1.0 µs | 2.00× | 2.10× | ≤ 1.05× (missed) |" in text
+    assert "| run | page | aim |\n|---|---:|---|\n| huge | 2.40 MiB | < 1 s (ok) |" in text
+    assert text.index("migration report (") < text.index("report page in headless Chromium")
+
+
+def test_a_group_without_a_title_is_an_error(run_all):
+    from timing import Row
+
+    with pytest.raises(ValueError, match="no title for the benchmark group"):
+        run_all.tables([Row("nope", "x", 1.0, 1.0, 1.0, 1.0, None)])
