@@ -135,7 +135,8 @@ def main() -> None:
         rows += bench.run(quick if args.quick else repeats)
         print(f"{bench.__name__}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
     minutes = (time.perf_counter() - start) / 60
-    body = f"{header} The run took {minutes:.0f} min.\n\n{tables(rows)}"
+    end_load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    body = f"{header} The run took {minutes:.0f} min (load average {end_load:.1f} at the end).\n\n{tables(rows)}"
     if args.no_write or only:
         print("\n" + body)
         return
