@@ -11,9 +11,20 @@ Rows (neuron time / CPU time, best and median of interleaved batches):
                     and page-faults a fresh one on first write; the arena
                     keeps its pages, so neuron comes out faster here.
 
-Usage: python benchmarks/bench_ops.py [--repeats N] [--threads T]
+--breakdown adds where the MLP step's ratio comes from: PyTorch's autograd
+engine runs the backward of a non-CPU device on its per-device worker thread
+(the CPU's runs on the caller's thread), so every neuron step hands its
+backward to another thread and waits for it, as on any accelerator. A CPU step
+whose backward is handed to a worker thread the same way shows what that
+handoff alone costs on this machine, and the thread switches per step.
+
+Usage: python benchmarks/bench_ops.py [--repeats N] [--threads T] [--breakdown]
 """
 from __future__ import annotations
+
+import queue
+import resource
+import threading
 
 import torch
 
@@ -35,6 +46,48 @@ def mlp_step(device: str):
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
     return step
+
+
+def mlp_step_backward_on_worker():
+    """The CPU step with its backward handed to a worker thread and awaited,
+    one round trip per step as the autograd engine makes for a device (here
+    through Python queues, so the GIL changes hands too)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 128),
+                                torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(32, 64), torch.randint(0, 10, (32,))
+    todo, done = queue.SimpleQueue(), queue.SimpleQueue()
+
+    def worker():
+        while True:
+            todo.get().backward()
+            done.put(None)
+    threading.Thread(target=worker, daemon=True).start()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        todo.put(torch.nn.functional.cross_entropy(model(x), y))
+        done.get()
+        opt.step()
+    return step
+
+
+def switches_per_call(fn, calls: int = 200) -> float:
+    """Voluntary thread switches (waits) per call: 0 for a step on one thread."""
+    fn()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
+    for _ in range(calls):
+        fn()
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - before) / calls
+
+
+def breakdown(repeats: int = 21) -> None:
+    neuron, cpu, worker = mlp_step("neuron"), mlp_step("cpu"), mlp_step_backward_on_worker()
+    print(f"thread switches per MLP step: neuron {switches_per_call(neuron):.2f}, CPU {switches_per_call(cpu):.2f}, "
+          f"CPU with backward on a worker {switches_per_call(worker):.2f}")
+    ratio(GROUP, "MLP step: CPU, backward on a worker / CPU", worker, cpu, 50, repeats, None)
+    ratio(GROUP, "MLP step: neuron / CPU, backward on a worker", neuron, worker, 50, repeats, None)
 
 
 def run(repeats: int = 21) -> list[Row]:
@@ -76,7 +129,10 @@ def run(repeats: int = 21) -> list[Row]:
 
 
 def main():
-    run(cli(21).repeats)
+    args = cli(21, breakdown=(bool, False, "also: what the MLP step's backward handoff costs"))
+    run(args.repeats)
+    if args.breakdown:
+        breakdown(args.repeats)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,22 @@ bool wide(const at::Tensor& t) {
 // int64 values as int32 arithmetic leaves them: wrapped to 32 bits.
 at::Tensor wrap32(const at::Tensor& t) { return t.to(at::kInt).to(at::kLong); }
 
-at::Tensor standIn(const at::Tensor& t, Narrowed& n, OpEntry& e) {
+// Whether every value of an int64 host tensor is already an int32 one, which
+// wrapping leaves unchanged (class targets, indices): one read of the values
+// instead of two conversions, each an allocation and a copy kernel, on every
+// nll_loss of a training step. Only contiguous host views are read; any other
+// layout answers false and takes the conversions.
+bool int32Valued(const at::Tensor& t) {
+  if (!t.device().is_cpu() || !t.is_contiguous()) return false;
+  const int64_t* v = t.const_data_ptr<int64_t>();
+  for (int64_t i = 0, n = t.numel(); i < n; ++i)
+    if (v[i] != static_cast<int32_t>(v[i])) return false;
+  return true;
+}
+
+// An argument the op writes gets a copy even when its values fit: the kernel
+// must not write the caller's tensor before widenResults copies back.
+at::Tensor standIn(const at::Tensor& t, Narrowed& n, OpEntry& e, bool written) {
   if (t.scalar_type() == at::kDouble) {
     n.f64 = true;
     e.downcasts_f64.fetch_add(1, std::memory_order_relaxed);
@@ -26,7 +41,7 @@ at::Tensor standIn(const at::Tensor& t, Narrowed& n, OpEntry& e) {
   }
   n.i64 = true;
   e.downcasts_i64.fetch_add(1, std::memory_order_relaxed);
-  return wrap32(t);
+  return !written && int32Valued(t) ? t : wrap32(t);
 }
 
 bool anyWide(const c10::IValue& v) {
@@ -83,7 +98,7 @@ bool narrowArguments(OpEntry& e, torch::jit::Stack* stack, size_t first, size_t 
       const at::Tensor& t = v.toTensor();
       if (writes && t.defined()) n.writes.push_back(t.unsafeGetTensorImpl());
       if (!wide(t)) continue;
-      at::Tensor s = standIn(t, n, e);
+      at::Tensor s = standIn(t, n, e, writes);
       if (writes) n.written.emplace_back(t, s);
       v = s;
     } else if (v.isList() && anyWide(v)) {
@@ -94,7 +109,7 @@ bool narrowArguments(OpEntry& e, torch::jit::Stack* stack, size_t first, size_t 
         const at::Tensor& t = x.toTensor();
         if (writes && t.defined()) n.writes.push_back(t.unsafeGetTensorImpl());
         if (!wide(t)) continue;
-        at::Tensor s = standIn(t, n, e);
+        at::Tensor s = standIn(t, n, e, writes);
         if (writes) n.written.emplace_back(t, s);
         copy.set(j, s);
       }
