@@ -358,6 +358,28 @@ def test_graph_on_neuron_1_stays_on_neuron_1():
     assert torch.neuron.current_device() == 0
 
 
+def test_a_launch_on_another_device_leaves_the_process_default_alone():
+    # The launch guards the device of its own thread, as torch.cuda.device does:
+    # a thread that never chose a device sees the process default, during the
+    # launch too (a probe op in the graph starts such a thread).
+    import threading
+
+    seen = []
+
+    @torch.library.custom_op("nsimtest::default_device_probe", mutates_args=())
+    def probe(x: torch.Tensor) -> torch.Tensor:
+        t = threading.Thread(target=lambda: seen.append(torch.neuron.current_device()))
+        t.start()
+        t.join()
+        return x.clone()
+
+    probe.register_fake(lambda x: torch.empty_like(x))
+    f = torch.compile(lambda x: probe(x * 3), backend="neuron", options=GRAPH)
+    x = torch.randn(4).to("neuron:1")
+    torch.testing.assert_close(f(x).cpu(), x.cpu() * 3)
+    assert seen == [0] and torch.neuron.current_device() == 0
+
+
 # ---- custom ops ----------------------------------------------------------------
 
 @torch.library.custom_op("neuron_sim_test::scaled_tanh", mutates_args=(), device_types="neuron")

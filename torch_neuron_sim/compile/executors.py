@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from .. import _C, profiler
-from ..device import _select, current_device, set_device
+from ..device import _set_thread_device, current_device
 from . import retarget
 
 _TRUE = ("1", "true", "yes", "on")
@@ -121,15 +121,15 @@ class Launch:
         issued = profiler.now_ns() if self.work is not None and profiler.recording() else 0
         index = self.device.index
         prev = current_device()
-        if prev != index:
-            set_device(index)
+        if prev != index:  # this thread only, as a device guard: the process default stays
+            _set_thread_device(index)
         _C._set_in_graph_launch(self.unit)
         try:
             outs = self.fn(call_args)
         finally:
             _C._set_in_graph_launch(False)
             if prev != index:
-                _select(prev)
+                _set_thread_device(prev)
         if issued:  # one device event for the launch (its ops recorded none of their own)
             profiler.record_graph_run(self.work, self.device, issued)
         return outs
