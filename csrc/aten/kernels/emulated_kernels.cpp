@@ -28,9 +28,10 @@ void linearBackward(const c10::OperatorHandle&, Stack* stack) {
   if (mask.get(1) || mask.get(2)) {
     const at::Tensor g2 = grad.reshape({-1, grad.size(-1)});
     const at::Tensor x2 = input.reshape({-1, input.size(-1)});
-    // (x^T g)^T as the CPU's autograd of linear's decomposition (addmm's mat2
-    // gradient, then t()): the same product order, so float16/bfloat16 round alike.
-    gw = x2.t().mm(g2).t();
+    // g^T x, the product CPU autograd computes for linear's decomposition
+    // (addmm's mat2 gradient for a column-major weight.t(), then t()), so
+    // the weight gradient rounds as on the CPU.
+    gw = g2.t().mm(x2);
     gb = g2.sum(0);
   }
   torch::jit::drop(*stack, 4);
