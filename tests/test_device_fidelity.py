@@ -111,12 +111,17 @@ def test_tracking_rules_are_data_rendered_in_the_docs():
 
 
 # ---- 2. composite ops the device registers run as one op -------------------------------------
-def test_linear_runs_as_one_op_and_its_backward_is_linear_backward():
-    torch.manual_seed(0)
-    cpu = torch.nn.Linear(8, 4)
-    dev = torch.nn.Linear(8, 4).to(D)
+def _linear_pair(seed, n_in, n_out, batch):
+    """A CPU Linear, the same weights on neuron, and a CPU input batch."""
+    torch.manual_seed(seed)
+    cpu = torch.nn.Linear(n_in, n_out)
+    dev = torch.nn.Linear(n_in, n_out).to(D)
     dev.load_state_dict(cpu.state_dict())
-    x = torch.randn(5, 8)
+    return cpu, dev, torch.randn(batch, n_in)
+
+
+def test_linear_runs_as_one_op_and_its_backward_is_linear_backward():
+    cpu, dev, x = _linear_pair(0, 8, 4, batch=5)
     with track_neuron_ops() as ops:
         out = dev(x.to(D))
         out.square().sum().backward()
@@ -196,11 +201,7 @@ def test_ops_without_cpu_kernels_run_on_the_host_when_the_table_leaves_them_out(
     # linear_backward, which PyTorch has no CPU kernel for, falls back to the emulator's kernel.
     from torch_neuron_sim.testing import execution_path
 
-    torch.manual_seed(6)
-    cpu = torch.nn.Linear(4, 3)
-    dev = torch.nn.Linear(4, 3).to(D)
-    dev.load_state_dict(cpu.state_dict())
-    x = torch.randn(2, 4)
+    cpu, dev, x = _linear_pair(6, 4, 3, batch=2)
     with execution_path("fallback"):
         with track_neuron_ops() as ops:
             dev(x.to(D)).sum().backward()
