@@ -4,13 +4,23 @@ and frees in the memory history):
 
     python benchmarks/bench_report_page.py [--repeats N]
 
-Per run: the page's size, the points drawn for HBM over time, and the time
-headless Chromium (Debian's, driven by Playwright, as the browser tests)
-takes to open the page and draw every chart: median of N loads after a
-warm-up. Aims: a few MB and under a second. Beside it, in the same browser
-and run, the same for a page holding one Bokeh chart: the floor any page
-with Bokeh's inlined JavaScript costs on this machine (parsing about 2 MB of
-it), which load on a shared machine raises as much as the report's own.
+Per run: the page's size, the points drawn for HBM over time, and two times
+in headless Chromium (Debian's, driven by Playwright, as the browser tests),
+each the median of N loads after a warm-up:
+
+* text and tables visible: when the browser painted the page's last text,
+  its footer after every section (the footer's Element Timing entry, from
+  navigation start): the header, the summary and every table are then on
+  screen. The page paints them before BokehJS runs (report_html.py loads it
+  deferred);
+* every chart drawn: from navigation to Bokeh having built the view of every
+  chart (measured here, around the browser).
+
+Aims: a few MB, and open in under a second. The first time can meet it;
+the second cannot on this machine: beside it, in the same browser and run,
+a page holding one Bokeh chart shows the floor of drawing any Bokeh chart
+here (parsing and starting BokehJS's 1.3 MB), which load on a shared
+machine raises as much as the report's own.
 benchmarks/run_all.py puts the table in docs/benchmarks.md and the README.
 """
 from __future__ import annotations
@@ -71,41 +81,53 @@ def one_chart_page(tmp: Path) -> Path:
     return html
 
 
-def open_time(browser, html: Path, loads: int) -> float:
-    """Median seconds from navigation to every Bokeh view built, after one
-    warm-up load; a console error fails the benchmark (the page is broken)."""
+# Resolves to the paint time (ms from navigation start) of the page's footer.
+TEXT_PAINTED = """() => new Promise(resolve => new PerformanceObserver(list => {
+    const entry = list.getEntries().find(e => e.identifier === "page-text");
+    if (entry) resolve(entry.renderTime);
+}).observe({type: "element", buffered: true}))"""
+
+
+def open_time(browser, html: Path, loads: int) -> tuple[float, float]:
+    """Median seconds to the text and tables painted (None for a page without
+    the report's footer) and to every Bokeh view built, after one warm-up
+    load; a console error fails the benchmark (the page is broken)."""
     page = Page(browser)
     page.open(html)
     bokeh_ready(page.page)
-    times = []
+    first, drawn = [], []
     for _ in range(loads):
         start = time.perf_counter()
         page.open(html)
         bokeh_ready(page.page)
-        times.append(time.perf_counter() - start)
+        drawn.append(time.perf_counter() - start)
+        if page.page.locator("#footer").count():
+            first.append(page.page.evaluate(TEXT_PAINTED) / 1e3)
     page.close()
     if page.errors:
         raise RuntimeError(f"{html.name}: console errors {page.errors}")
-    return statistics.median(times)
+    return (statistics.median(first) if first else None), statistics.median(drawn)
 
 
 def run(repeats: int = 5) -> list[Table]:
     from playwright.sync_api import sync_playwright
 
     table = Table(GROUP, ["run", "page", "HBM points (of allocations and frees)",
-                          f"open and draw (median of {repeats})", "a one-chart Bokeh page", "aim"])
+                          f"text and tables visible (median of {repeats})", f"every chart drawn (median of {repeats})",
+                          "a one-chart Bokeh page drawn", "aim: open in < 1 s"])
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox", "--disable-gpu"])
         try:
-            floor = open_time(browser, one_chart_page(Path(tmp)), repeats)
+            _, floor = open_time(browser, one_chart_page(Path(tmp)), repeats)
             for name, code in RUNS.items():
                 html, data = report_page(code, Path(tmp))
                 points = sum(len(t["seconds"]) for t in data["memory_timeline"])
                 events = sum(t["events"] for t in data["memory_timeline"])
-                seconds = open_time(browser, html, repeats)
+                first, drawn = open_time(browser, html, repeats)
                 table.add(name, f"{html.stat().st_size / 2**20:.2f} MiB", f"{points:,} (of {events:,})",
-                          f"{seconds:.2f} s", f"{floor:.2f} s",
-                          f"< {AIM_S:.0f} s ({'ok' if seconds < AIM_S else 'missed'})")
+                          f"{first:.2f} s", f"{drawn:.2f} s", f"{floor:.2f} s",
+                          f"text and tables {'ok' if first < AIM_S else 'missed'}; "
+                          f"every chart {'ok' if drawn < AIM_S else 'missed'}")
         finally:
             browser.close()
     return [table]

@@ -44,9 +44,11 @@ class Page:
 
 
 def bokeh_ready(page) -> None:
-    """Waits until Bokeh has built a view for every root on the page."""
-    page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && "
-                           "Object.keys(Bokeh.index).length >= Bokeh.documents[0].roots().length",
+    """Waits until Bokeh has built a view for every root on the page; at once
+    on a page that has no chart (and so loads no Bokeh)."""
+    page.wait_for_function("() => (window.Bokeh === undefined && !document.querySelector('[data-root-id]')) || "
+                           "(window.Bokeh && Bokeh.documents.length > 0 && "
+                           "Object.keys(Bokeh.index).length >= Bokeh.documents[0].roots().length)",
                            timeout=180_000)
 
 

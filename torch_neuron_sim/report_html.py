@@ -5,9 +5,14 @@
 
 render(data) turns the report's model (Report.data, the dict --json prints)
 into a page a team can attach to a ticket: it opens offline, with Bokeh's
-JavaScript inlined (Bokeh rather than Plotly: its inline bundle for charts
-and sortable tables is about 2 MB, Plotly's alone is about 5 MB). Charts are
-Bokeh figures, tables are Bokeh DataTables (click a header to sort).
+JavaScript inlined (Bokeh rather than Plotly: its core bundle is about 1.3
+MB, Plotly's about 5 MB). Charts are Bokeh figures, all roots of one Bokeh
+document; the header, the summary and the tables are plain HTML (a click on
+a header sorts its table), so the browser paints them at once and draws the
+charts once BokehJS has started (it is loaded deferred): a reader sees the
+page's figures well before the charts. Bokeh's own tables (DataTable) would
+cost its widget and table bundles (0.7 MB more to parse) and a view per
+table before anything showed.
 
 Sections the page does not know by name (added to the model by other
 features) are still shown: a list of records becomes a sortable table, a
@@ -15,8 +20,8 @@ list of records with a start and a duration (or end) becomes a timeline
 chart, a dict becomes a table of its values and tables of its lists.
 Everything large is bounded: tables show at most TABLE_ROWS rows, timelines
 at most TIMELINE_EVENTS events (the longest), so a run of 100k ops still
-makes a page of a few MB (benchmarks/bench_report_page.py measures its size
-and how long a browser takes to open it).
+makes a page of a few MB (benchmarks/bench_report_page.py measures its size,
+how long a browser takes to show its first content and to draw every chart).
 """
 from __future__ import annotations
 
@@ -24,6 +29,9 @@ import html
 import json
 import os
 from typing import Any, Iterable, Optional
+from urllib.parse import quote
+
+import numpy as np
 
 TABLE_ROWS = 1000  # rows per table on the page (the JSON keeps all)
 TIMELINE_EVENTS = 5000  # events per timeline chart: the longest ones
@@ -42,18 +50,16 @@ _KIND_COLORS = {"kernel": "#2b7bba", "graph": "#1a7f37", "fallback": "#e8743b", 
 
 def render(data: dict[str, Any]) -> str:
     """The page for a report model (Report.data)."""
-    from bokeh.core.templates import get_env
-    from bokeh.embed import file_html
-    from bokeh.resources import INLINE
+    charts, blocks = [], []
 
-    models, blocks = [], []
-
-    def add(title: str, intro: str = "", model: Any = None, anchor: str = "") -> None:
-        block = {"title": title, "intro": intro, "anchor": anchor or _anchor(title), "root": None}
-        if model is not None:
-            model.name = f"root_{len(models)}"
-            models.append(model)
-            block["root"] = model.name
+    def add(title: str, intro: str = "", content: Any = None, anchor: str = "") -> None:
+        """A section: its intro, then a table (HTML) or a chart (a Bokeh figure)."""
+        block = {"title": title, "intro": intro, "anchor": anchor or _anchor(title), "html": "", "chart": None}
+        if isinstance(content, str):
+            block["html"] = content
+        elif content is not None:
+            block["chart"] = len(charts)
+            charts.append(content)
         blocks.append(block)
 
     _fallback_section(data, add)
@@ -67,14 +73,55 @@ def render(data: dict[str, Any]) -> str:
     for key in sorted(k for k in data if k not in _KNOWN):
         _generic_section(key, data[key], add)
 
-    if not models:  # Bokeh needs a root to build its document
-        from bokeh.models import Div
-        models.append(Div(text="", name="root_empty"))
-    template = get_env().from_string(_TEMPLATE)
     script = data.get("script")
     title = f"Migration report: {os.path.basename(script)}" if script else "Migration report"
-    return file_html(models, INLINE, title, template=template, template_variables={
-        "header": _header(data, title), "summary": _summary(data), "blocks": blocks, "css": _CSS})
+    bokeh_js, chart_script, divs = _charts(charts)
+    body = []
+    for b in blocks:
+        body.append(f"<section id=\"{html.escape(b['anchor'])}\">\n<h2>{html.escape(b['title'])}</h2>\n{b['intro']}"
+                    f"{b['html']}")
+        if b["chart"] is not None:
+            # The chart's height is kept free: drawing it does not move the page.
+            body.append(f"<div class=\"chart\" style=\"min-height: {charts[b['chart']].height}px\">"
+                        f"{divs[b['chart']]}</div>")
+        body.append("</section>")
+    nav = "".join(f"<a href=\"#{html.escape(b['anchor'])}\">{html.escape(b['title'])}</a>" for b in blocks)
+    return (f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{html.escape(title)}</title>\n"
+            f"<style>{_CSS}</style>\n</head>\n<body>\n{_header(data, title)}\n"
+            f"<div class=\"cards\" id=\"summary\">{_summary(data)}</div>\n<nav>{nav}</nav>\n" + "\n".join(body) +
+            f"\n{_FOOTER}\n<script>{_SORT_JS}</script>\n{bokeh_js}{chart_script}\n</body>\n</html>\n")
+
+
+# The last text of the page, after every section: when the browser has painted
+# it, the reader sees all the text and tables (its Element Timing entry,
+# "page-text", is what benchmarks/bench_report_page.py reports).
+_FOOTER = ("<p class=\"note\" id=\"footer\" elementtiming=\"page-text\">Written by <code>python -m torch_neuron_sim "
+           "report --html</code>; <code>--json</code> writes the same report as JSON, with every row.</p>")
+
+
+def _charts(charts: list) -> tuple[str, str, list[str]]:
+    """BokehJS, the script that draws the charts, and one placeholder per chart.
+
+    Every chart is a root of one Bokeh document: one embed, one BokehJS start.
+    Only BokehJS's core bundle is needed (the tables are HTML), and it is
+    loaded with `defer` from a data: URL: the browser parses and paints the
+    text and tables first, then runs BokehJS, then draws the charts (Bokeh's
+    script waits for DOMContentLoaded, which follows deferred scripts)."""
+    if not charts:
+        return "", "", []
+    from bokeh.embed import components
+    from bokeh.resources import Resources
+
+    chart_script, divs = components(charts)
+    js = "\n".join(Resources(mode="inline", components=["bokeh"]).js_raw)
+    # A data: URL keeps the page one file; only what a URL or the attribute
+    # cannot hold verbatim is escaped (base64 would add a third).
+    url = "data:text/javascript;charset=utf-8," + quote(js, safe=_URL_SAFE)
+    return f"<script defer src=\"{url}\"></script>\n", chart_script, list(divs)
+
+
+# Printable ASCII but what ends or escapes a URL or a double-quoted attribute.
+_URL_SAFE = "".join(chr(c) for c in range(32, 127) if chr(c) not in "%#\"&")
 
 
 # ---- sections ---------------------------------------------------------------
@@ -113,8 +160,8 @@ def _memory_section(data, add) -> None:
     palette = ["#2b7bba", "#e8743b", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
     notes = []
     for i, t in enumerate(timeline):
-        mib = [b / 2**20 for b in t["bytes"]]
-        p.step(t["seconds"], mib, mode="after", line_width=2, color=palette[i % len(palette)],
+        mib = np.asarray(t["bytes"], dtype=np.float64) / 2**20
+        p.step(np.asarray(t["seconds"], dtype=np.float64), mib, mode="after", line_width=2, color=palette[i % len(palette)],
                legend_label=t["device"])
         m = peaks.get(t["device"])
         if m:
@@ -223,18 +270,21 @@ def _device_timeline_section(data, add) -> None:
         return
     from bokeh.models import ColumnDataSource, HoverTool
     from bokeh.plotting import figure
+    from bokeh.transform import factor_cmap
 
     ev = t["events"]
     lanes = sorted({e["lane"] for e in ev}, reverse=True)
+    start = np.array([e["start_ms"] for e in ev], dtype=np.float64)
+    dur = np.array([e["dur_ms"] for e in ev], dtype=np.float64)
     src = ColumnDataSource(dict(
-        lane=[e["lane"] for e in ev], left=[e["start_ms"] for e in ev],
-        right=[e["start_ms"] + e["dur_ms"] for e in ev], name=[e["name"] for e in ev],
-        kind=[e["kind"] for e in ev], bound=[e["bound"] for e in ev], us=[e["dur_ms"] * 1e3 for e in ev],
-        color=[_KIND_COLORS.get(e["kind"], "#57606a") for e in ev]))
+        lane=[e["lane"] for e in ev], left=start, right=start + dur, name=[e["name"] for e in ev],
+        kind=[e["kind"] for e in ev], bound=[e["bound"] for e in ev], us=dur * 1e3))
+    kinds = sorted({e["kind"] for e in ev})
+    color = factor_cmap("kind", [_KIND_COLORS.get(k, "#57606a") for k in kinds], kinds)
     p = figure(y_range=lanes, height=max(180, 50 * len(lanes) + 100), sizing_mode="stretch_width",
                x_axis_label="milliseconds from the first device event (cost model: an estimate)",
                tools="xpan,xwheel_zoom,box_zoom,reset,save")
-    p.hbar(y="lane", left="left", right="right", height=0.8, source=src, color="color", line_color="color",
+    p.hbar(y="lane", left="left", right="right", height=0.8, source=src, color=color, line_color=color,
            legend_field="kind")
     p.add_tools(HoverTool(tooltips=[("event", "@name"), ("kind", "@kind"), ("bound", "@bound"),
                                     ("modelled", "@us{0,0.0} us"), ("start", "@left{0.000} ms")]))
@@ -317,7 +367,8 @@ def _timeline_chart(rows: list[dict], f: dict, key: str):
     lanes = sorted({str(r.get(f["lane"], "")) for r, _, _ in shown}) if f["lane"] else [key]
     unit = f["start"].split("_")[-1] if "_" in f["start"] else ""
     src = ColumnDataSource(dict(
-        left=[s for _, s, _ in shown], right=[e for _, _, e in shown],
+        left=np.array([s for _, s, _ in shown], dtype=np.float64),
+        right=np.array([e for _, _, e in shown], dtype=np.float64),
         lane=[str(r.get(f["lane"], "")) if f["lane"] else key for r, _, _ in shown],
         label=[str(r.get(f["label"], "")) if f["label"] else "" for r, _, _ in shown]))
     p = figure(y_range=lanes, height=max(160, 40 * len(lanes) + 90), sizing_mode="stretch_width",
@@ -333,30 +384,32 @@ def _timeline_chart(rows: list[dict], f: dict, key: str):
 
 # ---- tables -----------------------------------------------------------------
 
-def _table(rows: list[dict], name: str):
-    """A sortable Bokeh DataTable of flat records (at most TABLE_ROWS)."""
-    from bokeh.models import ColumnDataSource, DataTable, NumberFormatter, StringFormatter, TableColumn
-
+def _table(rows: list[dict], name: str) -> str:
+    """A sortable HTML table of flat records (at most TABLE_ROWS): numbers
+    right-aligned with thousands separators, sorted by value (data-v) on a
+    click of their header (_SORT_JS)."""
     rows = rows[:TABLE_ROWS]
     keys: list[str] = []
     for r in rows:
         keys.extend(k for k in r if k not in keys)
-    cols = {k: [r.get(k, "") for r in rows] for k in keys}
-    columns = []
+    head, numeric = [], {}
     for k in keys:
-        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in cols[k])
-        if numeric:
-            fmt = NumberFormatter(format="0,0" if all(isinstance(v, int) for v in cols[k]) else "0,0.000",
-                                  text_align="right")
-        else:
-            cols[k] = [str(v) for v in cols[k]]
-            fmt = StringFormatter()
-        longest = max((len(str(v)) for v in cols[k]), default=0)
-        columns.append(TableColumn(field=k, title=k or " ", formatter=fmt,
-                                   width=min(max(len(k), longest) * 8 + 16, 700)))
-    height = 28 * min(len(rows), 15) + 34
-    return DataTable(source=ColumnDataSource(cols), columns=columns, height=height, sizing_mode="stretch_width",
-                     index_position=None, sortable=True, reorderable=False, name=name)
+        values = [r.get(k, "") for r in rows]
+        numeric[k] = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        head.append(f"<th{' class=num' if numeric[k] else ''}>{html.escape(k)}</th>")
+    body = []
+    for r in rows:
+        cells = []
+        for k in keys:
+            v = r.get(k, "")
+            if numeric[k]:
+                text = f"{v:,}" if isinstance(v, int) else f"{v:,.3f}"
+                cells.append(f"<td class=num data-v='{v!r}'>{text}</td>")
+            else:
+                cells.append(f"<td>{html.escape(str(v))}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return (f"<div class=table-wrap><table class=sortable id={html.escape(name, quote=True)}><thead><tr>{''.join(head)}"
+            f"</tr></thead><tbody>\n" + "\n".join(body) + "\n</tbody></table></div>")
 
 
 def _is_records(v: Any) -> bool:
@@ -451,6 +504,7 @@ def _anchor(title: str) -> str:
 
 
 _CSS = """
+html { overflow-y: scroll; }  /* a scrollbar appearing would resize every chart */
 body { font-family: -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; margin: 0 auto;
        max-width: 1200px; padding: 16px 24px 48px; color: #1f2328; height: auto; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; border-bottom: 1px solid #d0d7de; }
@@ -466,30 +520,32 @@ pre { overflow-x: auto; font-size: 0.85em; }
 .card .detail { color: #57606a; font-size: 0.8em; }
 .ok { color: #1a7f37; font-weight: 600; }
 nav a { margin-right: 12px; font-size: 0.9em; }
+.table-wrap { max-height: 30em; overflow: auto; border: 1px solid #d0d7de; border-radius: 6px; }
+table.sortable { border-collapse: collapse; width: 100%; font-size: 0.85em; }
+table.sortable th { position: sticky; top: 0; background: #f6f8fa; cursor: pointer; text-align: left;
+                    padding: 4px 8px; border-bottom: 1px solid #d0d7de; white-space: nowrap; user-select: none; }
+table.sortable td { padding: 3px 8px; border-bottom: 1px solid #eaeef2; }
+table.sortable .num { text-align: right; font-variant-numeric: tabular-nums; }
+table.sortable th[aria-sort=ascending]::after { content: " \\25B2"; }
+table.sortable th[aria-sort=descending]::after { content: " \\25BC"; }
+.chart { margin-top: 8px; }
 """
 
-_TEMPLATE = """{% from macros import embed %}
-<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>{{ title | e }}</title>
-<style>{{ css }}</style>
-{{ bokeh_css if bokeh_css }}
-{{ bokeh_js if bokeh_js }}
-</head>
-<body>
-{{ header }}
-<div class="cards" id="summary">{{ summary }}</div>
-<nav>{% for b in blocks %}<a href="#{{ b.anchor }}">{{ b.title | e }}</a>{% endfor %}</nav>
-{% for b in blocks %}
-<section id="{{ b.anchor }}">
-<h2>{{ b.title | e }}</h2>
-{{ b.intro }}
-{% if b.root %}<div class="chart" data-name="{{ b.root }}">{{ embed(roots[b.root]) }}</div>{% endif %}
-</section>
-{% endfor %}
-{{ plot_script }}
-</body>
-</html>
+# Click a header to sort its table by that column; a second click reverses.
+_SORT_JS = """
+document.addEventListener("click", (event) => {
+  const th = event.target.closest("table.sortable th");
+  if (!th) return;
+  const column = th.cellIndex, body = th.closest("table").tBodies[0];
+  const ascending = th.getAttribute("aria-sort") !== "ascending";
+  for (const other of th.parentNode.cells) other.removeAttribute("aria-sort");
+  th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+  const key = (row) => {
+    const cell = row.cells[column];
+    return cell.dataset.v !== undefined ? Number(cell.dataset.v) : cell.textContent;
+  };
+  const sign = ascending ? 1 : -1;
+  const rows = [...body.rows].sort((a, b) => { const x = key(a), y = key(b); return x < y ? -sign : x > y ? sign : 0; });
+  body.append(...rows);
+});
 """
