@@ -23,7 +23,7 @@ setup: ext $(STAMPS)/install
 $(STAMPS)/deps: pyproject.toml
 	@mkdir -p $(STAMPS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -q "torch==2.13.0" numpy pybind11 pytest hypothesis expecttest ninja "setuptools>=64" wheel
+	$(PIP) install -q "torch==2.13.0" numpy pybind11 pytest pytest-xdist hypothesis expecttest ninja "setuptools>=64" wheel
 	# the report page (bokeh), the docs site (sphinx), the browser tests (playwright): pyproject's extras
 	$(PIP) install -q "bokeh>=3.4" "playwright>=1.40" "sphinx>=7.2" "myst-parser>=2" "pydata-sphinx-theme>=0.15"
 	touch $@
@@ -59,11 +59,16 @@ docs: setup
 screenshot: setup browser
 	$(PY) scripts/report_screenshot.py
 
+# One pytest worker per core (pytest-xdist), a test file per worker at a time:
+# a file's module fixtures (the docs build, the OpInfo shard, a browser) are
+# then built once, and most of the suite's time is fresh interpreters
+# importing torch, which parallelise well. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= auto
 test: setup browser
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
-test-deep: setup
-	NEURON_SIM_HYPOTHESIS_PROFILE=deep NEURON_SIM_OPINFO=deep $(PY) -m pytest -q
+test-deep: setup browser
+	NEURON_SIM_HYPOTHESIS_PROFILE=deep NEURON_SIM_OPINFO=deep $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # Reruns the OpInfo suite in full (every dtype, every reference input) and
 # rewrites docs/op-coverage.md from the results.

@@ -70,7 +70,9 @@ def test_pages_load_and_internal_links_resolve(site, chromium):
             if not target.exists():
                 broken.append(f"{path.relative_to(site)} -> {href}")
             elif url.fragment and target.suffix == ".html":
-                if url.fragment not in ids.setdefault(target, ids_of(target)):
+                if target not in ids:  # parsed once per page (setdefault would parse it per link)
+                    ids[target] = ids_of(target)
+                if url.fragment not in ids[target]:
                     broken.append(f"{path.relative_to(site)} -> {href}")
     page.close()
     assert errors == []

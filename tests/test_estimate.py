@@ -107,7 +107,10 @@ def test_report_model_has_the_estimated_device_timeline():
     with torch_neuron_sim.report() as r:
         b = (a @ a).relu()
         torch.trace(b)  # a fallback round trip
+        torch.randn(3, 37).to("neuron").exp()  # a new signature: it compiles
     t = r.data["device_timeline"]
+    # the summary's first-step compile time is the compile events the timeline draws
+    assert t["compile_seconds"] == pytest.approx(t["breakdown"]["compile"]) and t["compile_seconds"] > 0
     assert t["profile"] == profiler.cost_model()["profile"] and t["estimate"] is True
     ops = {o["name"]: o for o in t["ops"]}
     assert ops["aten::mm"]["count"] == 1 and ops["aten::trace"]["fallback"] > 0

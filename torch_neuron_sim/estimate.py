@@ -122,9 +122,12 @@ class Totals:
 
     def estimate(self, profile: str, lnc: int, compile_seconds: float = 0.0, model: Optional[dict] = None,
                  events: Optional[list] = None) -> "Estimate":
+        """``compile_seconds``: compilations outside these events (a warm-up);
+        the ones among them (the breakdown's compile bucket) are added, so the
+        report's JSON and the timeline it draws agree."""
         ops = sorted(self.rows.values(), key=lambda r: -r.seconds)
         return Estimate(profile, lnc, max(self.busy.values(), default=0.0), dict(self.breakdown), ops,
-                        compile_seconds, list(events or []), dict(model or {}))
+                        compile_seconds + self.breakdown["compile"], list(events or []), dict(model or {}))
 
 
 def summarize(events: list, profile: str, lnc: int, compile_seconds: float = 0.0, model: Optional[dict] = None
@@ -153,6 +156,4 @@ def estimate(fn: Callable, *args: Any, profile: str = "trn2", lnc: Optional[int]
             compile_seconds += sum(e["seconds"] for e in t.events if e["kind"] == "compile")
         with _profiler.timeline() as t:
             fn(*args, **kwargs)
-    est = summarize(t.events, profile, lnc, model=model)
-    est.compile_seconds = compile_seconds + est.breakdown["compile"]
-    return est
+    return summarize(t.events, profile, lnc, compile_seconds, model=model)
