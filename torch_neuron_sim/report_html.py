@@ -19,7 +19,7 @@ features) are still shown: a list of records becomes a sortable table, a
 list of records with a start and a duration (or end) becomes a timeline
 chart, a dict becomes a table of its values and tables of its lists.
 Everything large is bounded: tables show at most TABLE_ROWS rows, timelines
-at most TIMELINE_EVENTS events (the longest), so a run of 100k ops still
+draw at most CHART_EVENTS events (the longest), so a run of 100k ops still
 makes a page of a few MB (benchmarks/bench_report_page.py measures its size,
 how long a browser takes to show its first content and to draw every chart).
 """
@@ -34,7 +34,8 @@ from urllib.parse import quote
 import numpy as np
 
 TABLE_ROWS = 1000  # rows per table on the page (the JSON keeps all)
-TIMELINE_EVENTS = 5000  # events per timeline chart: the longest ones
+TIMELINE_EVENTS = 5000  # device events the model keeps (--json): the longest ones
+CHART_EVENTS = 2000  # events a timeline chart draws: the longest ones (more cost drawing time, not detail)
 TIME_OPS = 25  # ops in the time-by-op chart: the slowest ones
 
 # Sections rendered by name; anything else in the model is rendered generically.
@@ -273,6 +274,8 @@ def _device_timeline_section(data, add) -> None:
     from bokeh.transform import factor_cmap
 
     ev = t["events"]
+    if len(ev) > CHART_EVENTS:  # the longest: they are what a reader looks for
+        ev = sorted(ev, key=lambda e: -e["dur_ms"])[:CHART_EVENTS]
     lanes = sorted({e["lane"] for e in ev}, reverse=True)
     start = np.array([e["start_ms"] for e in ev], dtype=np.float64)
     dur = np.array([e["dur_ms"] for e in ev], dtype=np.float64)
@@ -362,8 +365,8 @@ def _timeline_chart(rows: list[dict], f: dict, key: str):
         return s, e
     events = [(r, *span(r)) for r in rows]
     shown = events
-    if len(events) > TIMELINE_EVENTS:  # keep the longest: they are what a reader looks for
-        shown = sorted(events, key=lambda x: x[1] - x[2])[:TIMELINE_EVENTS]
+    if len(events) > CHART_EVENTS:  # keep the longest: they are what a reader looks for
+        shown = sorted(events, key=lambda x: x[1] - x[2])[:CHART_EVENTS]
     lanes = sorted({str(r.get(f["lane"], "")) for r, _, _ in shown}) if f["lane"] else [key]
     unit = f["start"].split("_")[-1] if "_" in f["start"] else ""
     src = ColumnDataSource(dict(
