@@ -490,7 +490,10 @@ def _summary(data) -> str:
     t = data.get("device_timeline")
     if t and t.get("events_total"):
         cards.append(("Estimated device time", f"{t['total_seconds'] * 1e3:.3f} ms",
-                      f"busiest stream, {t['profile']} LNC={t['lnc']} (cost model)"))
+                      f"busiest stream, {t['profile']} LNC={t['lnc']} (cost model)"
+                      # first use of each op signature compiles: it dominates a short run's estimate
+                      + (f"; {t['compile_seconds'] * 1e3:.0f} ms of it compiling new op signatures"
+                         if t.get("compile_seconds") else "")))
     c = data.get("compilation", {})
     if c:
         cards.append(("Compilations", f"{c.get('distinct_signatures', 0)}", f"{c.get('cache_hits', 0)} cache hits"))
