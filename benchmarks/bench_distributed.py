@@ -11,7 +11,7 @@ time ratios (best and median of interleaved batches, rank 0's clock) for:
 Aim (issue 9): <= 1.05x, the views are zero-copy.
 Then, where Linux's /proc gives them, the thread switches (context switches of all of rank
 0's threads) per all_reduce of 4 KiB: they cost what a small collective costs on a loaded
-machine, and the agreement exchange adds a gloo all-gather's worth to each collective.
+machine, and the agreement exchange (two round trips to the group's store) adds to each collective.
 benchmarks/run_all.py puts these figures in docs/benchmarks.md and the README.
 
 Usage: python benchmarks/bench_distributed.py [--repeats N] [--threads T]

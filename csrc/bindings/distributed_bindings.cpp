@@ -22,8 +22,9 @@ void registerDistributedBindings(py::module_& m) {
         module, "ProcessGroupNeuron",
         "The c10d backend of the neuron device: every collective runs on the given gloo backend over "
         "host views of the device tensors.")
-        .def(py::init<c10::intrusive_ptr<c10d::Backend>, int, int, std::chrono::milliseconds>(), py::arg("gloo"),
-             py::arg("rank"), py::arg("size"), py::arg("timeout"));
+        .def(py::init<c10::intrusive_ptr<c10d::Backend>, c10::intrusive_ptr<c10d::Store>, int, int,
+                      std::chrono::milliseconds>(),
+             py::arg("gloo"), py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"));
   });
   m.def("_collective_counts", [] {
     py::list out;

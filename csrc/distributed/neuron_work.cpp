@@ -5,17 +5,17 @@
 
 namespace neuron_sim::distributed {
 
-std::exception_ptr explainFailure(const std::string& what, const std::string& gloo_message) {
+std::exception_ptr explainFailure(const std::string& what, const std::string& message, const char* engine) {
   std::string msg = what + " failed: ";
-  bool timeout = gloo_message.find("imed out") != std::string::npos || gloo_message.find("imeout") != std::string::npos;
-  bool closed = gloo_message.find("losed") != std::string::npos || gloo_message.find("reset") != std::string::npos ||
-                gloo_message.find("Broken pipe") != std::string::npos;
+  bool timeout = message.find("imed out") != std::string::npos || message.find("imeout") != std::string::npos;
+  bool closed = message.find("losed") != std::string::npos || message.find("reset") != std::string::npos ||
+                message.find("Broken pipe") != std::string::npos || message.find("exited") != std::string::npos;
   if (timeout)
     msg += "not every rank of the group reached this collective within the group's timeout (a rank is missing, "
            "stuck, or issued different collectives); ";
   else if (closed)
     msg += "a peer rank closed its connection (it exited or crashed); ";
-  msg += "gloo: " + gloo_message;
+  msg += std::string(engine) + ": " + message;
   return std::make_exception_ptr(c10::DistBackendError(c10::SourceLocation{__func__, __FILE__, __LINE__}, msg));
 }
 

@@ -38,6 +38,7 @@ class NeuronWork : public c10d::Work {
 
 // An error from gloo (timeout, peer gone) as the error the user reads:
 // names the collective and rank and says what to check.
-std::exception_ptr explainFailure(const std::string& what, const std::string& gloo_message);
+// `engine` says where `message` came from ("gloo", or "store" for the agreement exchange).
+std::exception_ptr explainFailure(const std::string& what, const std::string& message, const char* engine = "gloo");
 
 }  // namespace neuron_sim::distributed

@@ -213,9 +213,10 @@ int64_t reduceCode(const ReduceOp& op) { return static_cast<int64_t>(op.op_); }
 
 }  // namespace
 
-ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo, int rank, int size,
-                                       std::chrono::milliseconds timeout)
-    : Backend(rank, size), gloo_(std::move(gloo)), timeout_(timeout) {
+ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo, c10::intrusive_ptr<c10d::Store> store,
+                                       int rank, int size, std::chrono::milliseconds timeout)
+    : Backend(rank, size), gloo_(std::move(gloo)), exchange_(StoreExchange::create(store, rank, size, timeout)),
+      timeout_(timeout) {
   TORCH_CHECK(gloo_, "ProcessGroupNeuron needs a gloo backend");
 }
 
@@ -225,6 +226,7 @@ c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupNeuron::getBackendOptions
 
 void ProcessGroupNeuron::setTimeout(std::chrono::milliseconds timeout) {
   gloo_->setTimeout(timeout);
+  if (exchange_) exchange_->setTimeout(timeout);
   timeout_ = timeout;
 }
 
@@ -234,13 +236,19 @@ std::string ProcessGroupNeuron::what(const char* op) const {
 
 void ProcessGroupNeuron::agree(const Signature& sig) {
   std::vector<int64_t> rec = encodeSignature(sig);
-  at::Tensor mine = at::empty({kSignatureSlots}, at::kLong);
-  std::memcpy(mine.data_ptr<int64_t>(), rec.data(), rec.size() * sizeof(int64_t));
-  at::Tensor all = at::empty({static_cast<int64_t>(getSize()) * kSignatureSlots}, at::kLong);
-  std::vector<std::vector<at::Tensor>> out{all.chunk(getSize())};
-  std::vector<at::Tensor> in{mine};
+  std::vector<int64_t> all;
   try {
-    gloo_->allgather(out, in)->wait(timeout_);
+    if (exchange_) {
+      all = exchange_->exchange(rec);
+    } else {  // a store without queues: a gloo all-gather, which costs more thread switches
+      at::Tensor mine = at::empty({kSignatureSlots}, at::kLong);
+      std::memcpy(mine.data_ptr<int64_t>(), rec.data(), rec.size() * sizeof(int64_t));
+      at::Tensor gathered = at::empty({static_cast<int64_t>(getSize()) * kSignatureSlots}, at::kLong);
+      std::vector<std::vector<at::Tensor>> out{gathered.chunk(getSize())};
+      std::vector<at::Tensor> in{mine};
+      gloo_->allgather(out, in)->wait(timeout_);
+      all.assign(gathered.data_ptr<int64_t>(), gathered.data_ptr<int64_t>() + gathered.numel());
+    }
   } catch (...) {
     std::string msg;
     try {
@@ -250,9 +258,9 @@ void ProcessGroupNeuron::agree(const Signature& sig) {
     } catch (const std::exception& e) {
       msg = e.what();
     }
-    std::rethrow_exception(explainFailure(what(sig.op), msg));
+    std::rethrow_exception(explainFailure(what(sig.op), msg, exchange_ ? "store" : "gloo"));
   }
-  std::string error = compareSignatures(sig, all.data_ptr<int64_t>(), getSize(), getRank());
+  std::string error = compareSignatures(sig, all.data(), getSize(), getRank());
   if (!error.empty()) TORCH_CHECK_VALUE(false, error);
 }
 

@@ -7,16 +7,19 @@
 // reduce-scatter, dtypes it does not know); what the real backend lacks
 // (point-to-point, monitored_barrier) raises an error that says so.
 // Before each collective the ranks compare what they are about to do
-// (collective_check.h), so mismatches are errors, never an abort or a hang.
+// (collective_check.h), through the group's store (store_exchange.h), so
+// mismatches are errors, never an abort or a hang.
 #pragma once
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "distributed/collective_check.h"
 #include "distributed/neuron_work.h"
+#include "distributed/store_exchange.h"
 
 namespace neuron_sim::distributed {
 
@@ -25,7 +28,9 @@ class ProcessGroupNeuron : public c10d::Backend {
   // `gloo` is a ProcessGroupGloo created by the Python factory on the same
   // store, rank and size (gloo's headers are not shipped with torch, so it is
   // built in Python and driven here through the c10d::Backend interface).
-  ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo, int rank, int size, std::chrono::milliseconds timeout);
+  // `store` is the group's store, which carries the agreement exchange.
+  ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo, c10::intrusive_ptr<c10d::Store> store, int rank,
+                     int size, std::chrono::milliseconds timeout);
 
   const std::string getBackendName() const override { return "neuron"; }
   c10::intrusive_ptr<Options> getBackendOptions() override;
@@ -88,6 +93,7 @@ class ProcessGroupNeuron : public c10d::Backend {
                                                        const c10d::ReduceScatterOptions& opts);
 
   c10::intrusive_ptr<c10d::Backend> gloo_;
+  std::unique_ptr<StoreExchange> exchange_;  // null: the store has no queues, agree over gloo
   std::chrono::milliseconds timeout_;
 };
 

@@ -555,6 +555,14 @@ def dying_rank(rank: int, ws: int) -> str:
     return f"{msg} [after {time.monotonic() - start:.1f}s]"
 
 
+def file_store_mismatch(rank: int, ws: int, path: str) -> tuple:
+    """A group on a FileStore: the agreement runs over a gloo all-gather instead of the store."""
+    dist.init_process_group("neuron", init_method=f"file://{path}", rank=rank, world_size=ws)
+    t = torch.full((3,), float(rank + 1), device=device())
+    dist.all_reduce(t)
+    return t.cpu().tolist(), _error(lambda: dist.all_reduce(torch.ones(4 + rank, device=device())))
+
+
 def default_backend(rank: int, ws: int) -> tuple:
     """init_process_group() with no backend on a machine whose accelerator is neuron."""
     dist.init_process_group(init_method=f"tcp://127.0.0.1:{os.environ['MASTER_PORT']}", rank=rank, world_size=ws)

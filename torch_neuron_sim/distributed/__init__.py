@@ -70,7 +70,7 @@ def _create_backend(store, rank: int, size: int, timeout) -> Any:
     from . import dtensor_ops
 
     dtensor_ops.install()
-    return _C.ProcessGroupNeuron(gloo, rank, size, timeout)
+    return _C.ProcessGroupNeuron(gloo, store, rank, size, timeout)
 
 
 def _map_local_rank() -> None:

@@ -1,0 +1,74 @@
+// The agreement exchange (collective_check.h) through the group's c10d Store
+// instead of a gloo all-gather. Each rank sets its record under a key named by
+// the collective's sequence number and reads every peer's; once it has read
+// them, its own previous key is deleted (every peer has read it by then), so
+// keys do not accumulate. The calling thread talks to the store itself; a
+// gloo all-gather goes through ProcessGroupGloo's work queue and worker
+// thread, which cost more thread switches and CPU per collective.
+// (Not the store's queues: on torch 2.13 the libuv store leaves a woken
+// queue waiter registered, so later pushes wake it spuriously and the list
+// grows with every wait.)
+#pragma once
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace neuron_sim::distributed {
+
+class StoreExchange {
+ public:
+  // nullptr unless `store` is a TCPStore (possibly prefixed) that can be
+  // cloned: the caller then agrees over gloo.
+  static std::unique_ptr<StoreExchange> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                               std::chrono::milliseconds timeout);
+
+  // Every rank's record, rank after rank (`mine` in this rank's place).
+  // Throws c10::DistStoreError ("... Timeout") when a peer does not arrive
+  // within the timeout, c10::DistNetworkError when it has exited, and
+  // c10::DistBackendError when the ranks are out of step.
+  std::vector<int64_t> exchange(const std::vector<int64_t>& mine);
+
+  void setTimeout(std::chrono::milliseconds timeout);
+
+  ~StoreExchange();
+
+ private:
+  StoreExchange(c10::intrusive_ptr<c10d::Store> store, int rank, int size, std::chrono::milliseconds timeout);
+  std::vector<uint8_t> read(int peer, int64_t seq);
+  // A store wait cannot be interrupted and sees nothing of a crashed peer (a
+  // dead gloo peer shows as a closed connection). So a watcher checks, once
+  // a wait has lasted a while, whether the awaited peer process still exists
+  // and, if not, sets the awaited key to a marker that ends the wait with that reason.
+  void watch();
+  // "" while `peer` may still come, else why it never will (watcher only).
+  std::string gone(int peer);
+
+  c10::intrusive_ptr<c10d::Store> store_;  // a private connection: its timeout is the group's
+  int rank_;
+  int size_;
+  int64_t seq_ = 0;  // collectives agreed so far; records carry it to catch ranks out of step
+  std::mutex mutex_;
+
+  // The wait in progress, read by the watcher.
+  std::atomic<int> waiting_on_{-1};
+  std::atomic<int64_t> waiting_seq_{-1};
+  std::atomic<int64_t> waiting_since_ns_{0};
+  // Watcher state.
+  c10::intrusive_ptr<c10d::Store> probe_;  // its own connection (store_ is busy waiting), made when first needed
+  std::vector<std::string> identity_;      // per rank, "" until read
+  int64_t reported_seq_ = -1;
+  bool stop_ = false;
+  std::mutex watch_mutex_;
+  std::condition_variable watch_cv_;
+  std::thread watcher_;
+};
+
+}  // namespace neuron_sim::distributed
