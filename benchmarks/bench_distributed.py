@@ -8,6 +8,7 @@ checks every rank agrees on the collective before it runs). Prints neuron/CPU
 time ratios (best and median of interleaved batches, rank 0's clock) for:
   - all_reduce of 64 MiB (float32)
   - one DDP training step (forward, backward with gradient all-reduce, SGD) of a small MLP
+  - the same step without DDP on each rank: the eager device's own share of the DDP ratio
 Aim (issue 9): <= 1.05x, the views are zero-copy.
 Then, where Linux's /proc gives them, the thread switches (context switches of all of rank
 0's threads) per all_reduce of 4 KiB: they cost what a small collective costs on a loaded
@@ -104,7 +105,7 @@ def worker(rank, world, port, repeats, threads, out):
 
     x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
     xn, yn = x.to(dev), y.to(dev)
-    models = {"cpu": DDP(mlp()), "neuron": DDP(mlp().to(dev))}
+    models = {"cpu": DDP(mlp()), "neuron": DDP(mlp().to(dev)), "cpu alone": mlp(), "neuron alone": mlp().to(dev)}
     opts = {k: torch.optim.SGD(m.parameters(), lr=0.01) for k, m in models.items()}
 
     def step(kind, xb, yb):
@@ -117,6 +118,10 @@ def worker(rank, world, port, repeats, threads, out):
 
     rows.append(compare(rank, "DDP step, MLP 256-512-512-10, batch 64", step("neuron", xn, yn), step("cpu", x, y),
                         5, repeats, 1.05))
+    # The same step without DDP, each rank on its own: what eager neuron costs
+    # on this step with no collective at all, for the DDP row to be read against.
+    rows.append(compare(rank, "same step without DDP (no collective)", step("neuron alone", xn, yn),
+                        step("cpu alone", x, y), 5, repeats, None))
     per = switches_per_call(rank, dev) if os.path.isdir("/proc/self/task") else None
     dist.destroy_process_group()
     if rank == 0:

@@ -258,7 +258,7 @@ void ProcessGroupNeuron::agree(const Signature& sig) {
     } catch (const std::exception& e) {
       msg = e.what();
     }
-    std::rethrow_exception(explainFailure(what(sig.op), msg, exchange_ ? "store" : "gloo"));
+    std::rethrow_exception(explainFailure(what(sig.op), msg, exchange_ ? exchange_->transport() : "gloo"));
   }
   std::string error = compareSignatures(sig, all.data(), getSize(), getRank());
   if (!error.empty()) TORCH_CHECK_VALUE(false, error);

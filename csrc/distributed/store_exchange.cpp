@@ -1,10 +1,13 @@
 #include "distributed/store_exchange.h"
 
+#include "distributed/collective_check.h"
+
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -95,10 +98,12 @@ std::unique_ptr<StoreExchange> StoreExchange::create(const c10::intrusive_ptr<c1
 
 StoreExchange::StoreExchange(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
                              std::chrono::milliseconds timeout)
-    : store_(std::move(store)), rank_(rank), size_(size), identity_(size) {
+    : store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout), identity_(size) {
   store_->setTimeout(timeout);
   store_->set(identityKey(rank_), selfIdentity());
-  watcher_ = std::thread([this] { watch(); });
+  local_ = connectLocal();
+  // Shared-memory waits check their peer's liveness themselves.
+  if (!local_) watcher_ = std::thread([this] { watch(); });
 }
 
 StoreExchange::~StoreExchange() {
@@ -107,12 +112,58 @@ StoreExchange::~StoreExchange() {
     stop_ = true;
   }
   watch_cv_.notify_all();
-  watcher_.join();
+  if (watcher_.joinable()) watcher_.join();
 }
 
 void StoreExchange::setTimeout(std::chrono::milliseconds timeout) {
   std::lock_guard<std::mutex> lock(mutex_);
   store_->setTimeout(timeout);
+  timeout_ = timeout;
+}
+
+std::unique_ptr<LocalExchange> StoreExchange::connectLocal() {
+  if (size_ < 2) return nullptr;
+  // On one machine: every rank has this boot id and pid namespace.
+  std::istringstream ours(selfIdentity());
+  std::string my_boot, my_ns;
+  ours >> my_boot >> my_ns;
+  bool local = true;
+  for (int p = 0; p < size_; ++p) {
+    auto v = store_->get(identityKey(p));
+    identity_[p].assign(v.begin(), v.end());
+    std::istringstream theirs(identity_[p]);
+    std::string boot, ns;
+    theirs >> boot >> ns;
+    local = local && boot == my_boot && ns == my_ns;
+  }
+  // Rank 0 names a segment ("" for none); each rank says whether it mapped
+  // it; all use it only if all did (a container may see another /dev/shm).
+  const std::string name_key = "neuron_agree/local/name";
+  std::unique_ptr<LocalExchange> ex;
+  std::string name;
+  if (rank_ == 0) {
+    // NEURON_SIM_AGREEMENT=store (read on rank 0, which decides for all):
+    // what ranks on several machines do, on one (tests cover that path so).
+    const char* forced = std::getenv("NEURON_SIM_AGREEMENT");
+    if (forced && std::string(forced) == "store") local = false;
+    if (local) ex = LocalExchange::create(size_, kSignatureSlots, &name);
+    store_->set(name_key, name);
+  } else {
+    auto v = store_->get(name_key);
+    name.assign(v.begin(), v.end());
+    if (!name.empty()) ex = LocalExchange::open(name, size_, kSignatureSlots);
+  }
+  if (name.empty()) return nullptr;
+  auto ok_key = [](int p) { return "neuron_agree/local/mapped/" + std::to_string(p); };
+  store_->set(ok_key(rank_), std::string(ex ? "1" : "0"));
+  bool all = ex != nullptr;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    auto v = store_->get(ok_key(p));
+    all = all && v.size() == 1 && v[0] == '1';
+  }
+  if (rank_ == 0 && ex) ex->unlink();  // every peer has tried to open it by now
+  return all ? std::move(ex) : nullptr;
 }
 
 void StoreExchange::watch() {
@@ -183,6 +234,7 @@ std::vector<uint8_t> StoreExchange::read(int peer, int64_t seq) {
 std::vector<int64_t> StoreExchange::exchange(const std::vector<int64_t>& mine) {
   std::lock_guard<std::mutex> lock(mutex_);
   const int64_t seq = seq_++;  // counted even when this one fails: a later record then shows the ranks out of step
+  if (local_) return local_->exchange(rank_, seq, mine, timeout_, [this](int peer) { return gone(peer); });
   std::vector<int64_t> msg{seq};
   msg.insert(msg.end(), mine.begin(), mine.end());
   auto bytes = toBytes(msg);

@@ -1,5 +1,7 @@
 // The agreement exchange (collective_check.h) through the group's c10d Store
-// instead of a gloo all-gather. Each rank sets its record under a key named by
+// instead of a gloo all-gather. When every rank runs on this machine, the
+// store only sets the exchange up and the records travel through shared
+// memory (local_exchange.h), which needs no round trip per collective. Each rank sets its record under a key named by
 // the collective's sequence number and reads every peer's; once it has read
 // them, its own previous key is deleted (every peer has read it by then), so
 // keys do not accumulate. The calling thread talks to the store itself; a
@@ -10,6 +12,8 @@
 // grows with every wait.)
 #pragma once
 #include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "distributed/local_exchange.h"
 
 #include <atomic>
 #include <chrono>
@@ -38,11 +42,18 @@ class StoreExchange {
 
   void setTimeout(std::chrono::milliseconds timeout);
 
+  // What carries the records, for error messages: "shared memory" or "store".
+  const char* transport() const { return local_ ? "shared memory" : "store"; }
+
   ~StoreExchange();
 
  private:
   StoreExchange(c10::intrusive_ptr<c10d::Store> store, int rank, int size, std::chrono::milliseconds timeout);
   std::vector<uint8_t> read(int peer, int64_t seq);
+  // The shared-memory exchange when every rank of the group is on this
+  // machine and could map rank 0's segment, else nullptr. Collective: every
+  // rank of the group calls it from its constructor.
+  std::unique_ptr<LocalExchange> connectLocal();
   // A store wait cannot be interrupted and sees nothing of a crashed peer (a
   // dead gloo peer shows as a closed connection). So a watcher checks, once
   // a wait has lasted a while, whether the awaited peer process still exists
@@ -54,6 +65,8 @@ class StoreExchange {
   c10::intrusive_ptr<c10d::Store> store_;  // a private connection: its timeout is the group's
   int rank_;
   int size_;
+  std::chrono::milliseconds timeout_;
+  std::unique_ptr<LocalExchange> local_;
   int64_t seq_ = 0;  // collectives agreed so far; records carry it to catch ranks out of step
   std::mutex mutex_;
 

@@ -1,20 +1,32 @@
 """Faults get a clear error on every rank, never a hang or lost data."""
 import re
 
+import pytest
 from dist_harness import run_ranks
 
+# Ranks on one machine agree through shared memory; NEURON_SIM_AGREEMENT=store
+# makes them use the store, as ranks on several machines do.
+TRANSPORTS = pytest.mark.parametrize("transport", ["shared memory", "store"])
 
-def test_a_rank_that_never_arrives_fails_the_others_after_the_timeout():
-    results = run_ranks("missing_rank", 2, pg_timeout=2)
+
+def env_for(transport: str) -> dict:
+    return {"NEURON_SIM_AGREEMENT": "store"} if transport == "store" else {}
+
+
+@TRANSPORTS
+def test_a_rank_that_never_arrives_fails_the_others_after_the_timeout(transport):
+    results = run_ranks("missing_rank", 2, pg_timeout=2, env=env_for(transport))
     msg = results[0]
     assert "not every rank of the group reached this collective within the group's timeout" in msg, msg
-    assert "all_reduce" in msg
+    assert "all_reduce" in msg and f"{transport}: " in msg, msg
+    assert "Timeout waiting for rank 1's record" in msg, msg
     seconds = float(re.search(r"after ([0-9.]+)s", msg).group(1))
     assert 1.5 <= seconds < 10, msg
 
 
-def test_mismatches_and_unsupported_operations_raise_clear_errors():
-    results = run_ranks("faults", 2, pg_timeout=10)
+@TRANSPORTS
+def test_mismatches_and_unsupported_operations_raise_clear_errors(transport):
+    results = run_ranks("faults", 2, pg_timeout=10, env=env_for(transport))
     for rank, r in enumerate(results):
         assert "rank 0 has float32[4, 3]; rank 1 has float32[5, 3]" in r["shape"], r["shape"]
         assert "rank 0 has float32[4]; rank 1 has bfloat16[4]" in r["dtype"], r["dtype"]
@@ -29,6 +41,10 @@ def test_mismatches_and_unsupported_operations_raise_clear_errors():
         assert "cpu:gloo,neuron:neuron" in r["cpu_tensor"], r["cpu_tensor"]
         assert r["after"] == [3.0, 3.0, 3.0]
         assert r["mixed"][:2] == ([3.0, 3.0], [3.0, 3.0]), r["mixed"]
+        # one segment per group (the default group and `mixed`), mapped and unlinked
+        segments = r["agreement_segments"]
+        assert len({name for name, _ in segments}) == (2 if transport == "shared memory" else 0), segments
+        assert all(tag == "(deleted)" for _, tag in segments), segments
     assert "output list has 3 tensors; the group has 2 ranks" in results[0]["local"], results[0]["local"]
     assert "rank 0 rejected its arguments" in results[1]["local"], results[1]["local"]
     # the same while a collective of every rank is still in flight
@@ -36,8 +52,9 @@ def test_mismatches_and_unsupported_operations_raise_clear_errors():
     assert "rank 1 rejected its arguments" in results[0]["local_in_flight"], results[0]["local_in_flight"]
 
 
-def test_a_rank_that_dies_fails_the_others():
-    results = run_ranks("dying_rank", 2, pg_timeout=5, may_die=(1,))
+@TRANSPORTS
+def test_a_rank_that_dies_fails_the_others(transport):
+    results = run_ranks("dying_rank", 2, pg_timeout=5, may_die=(1,), env=env_for(transport))
     msg = results[0]
     assert results[1] is None
     assert "neuron collective all_reduce on rank 0" in msg, msg
