@@ -12,7 +12,8 @@ time ratios (best and median of interleaved batches, rank 0's clock) for:
 Aim (issue 9): <= 1.05x, the views are zero-copy.
 Then, where Linux's /proc gives them, the thread switches (context switches of all of rank
 0's threads) per all_reduce of 4 KiB: they cost what a small collective costs on a loaded
-machine, and the agreement exchange (two round trips to the group's store) adds to each collective.
+machine; the agreement exchange before each collective adds none when the ranks share a machine
+(shared memory), and three round trips to the group's store across machines.
 benchmarks/run_all.py puts these figures in docs/benchmarks.md and the README.
 
 Usage: python benchmarks/bench_distributed.py [--repeats N] [--threads T]

@@ -56,8 +56,8 @@ TITLES = {
                    "the same process group; rank 0's clock)",
     "distributed-switches": "Thread switches (context switches of all of rank 0's threads) per collective "
                             "(`benchmarks/bench_distributed.py`): on this machine a small collective costs its "
-                            "thread switches; neuron's agreement exchange before each collective is a gloo "
-                            "all-gather",
+                            "thread switches; neuron's agreement exchange before each collective goes through "
+                            "shared memory when the ranks share a machine, and adds none",
 }
 # Every benchmark, in the order run: (module, repeats, repeats with --quick).
 PLAN = [(bench_ops, 21, 5), (bench_memory, 9, 3), (bench_report, 15, 5), (bench_report_page, 3, 2),

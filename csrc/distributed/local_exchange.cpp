@@ -28,6 +28,7 @@ namespace neuron_sim::distributed {
 struct LocalExchange::Slot {
   std::atomic<int64_t> published;
   std::atomic<uint32_t> generation;
+  std::atomic<uint32_t> waiters;  // peers asleep (or about to sleep) on `generation`: a write wakes them
 };
 
 namespace {
@@ -102,6 +103,7 @@ std::unique_ptr<LocalExchange> LocalExchange::create(int size, size_t record_slo
     new (ex->slot(r)) Slot();
     ex->slot(r)->published.store(-1);
     ex->slot(r)->generation.store(0);
+    ex->slot(r)->waiters.store(0);
   }
   auto* h = static_cast<Header*>(base);
   h->size = size;
@@ -150,10 +152,18 @@ void LocalExchange::await(int peer, int64_t seq, std::chrono::milliseconds timeo
       cpuRelax();
     }
   auto next_check = start + kLivenessInterval;
+  // Counted as a waiter before the word is read (both sequentially
+  // consistent, as the writer's increment and its look at `waiters`): either
+  // the writer sees this waiter and wakes it, or this read sees the write.
+  struct Waiting {
+    std::atomic<uint32_t>& n;
+    explicit Waiting(std::atomic<uint32_t>& w) : n(w) { n.fetch_add(1); }
+    ~Waiting() { n.fetch_sub(1); }
+  } waiting(s->waiters);
   for (;;) {
     // Read the word before the last look: a write after that look changes
     // it, and the futex then returns at once instead of sleeping.
-    uint32_t seen = s->generation.load(std::memory_order_acquire);
+    uint32_t seen = s->generation.load();
     if (arrived()) return;
     auto now = clock::now();
     if (now - start >= timeout)
@@ -178,8 +188,8 @@ std::vector<int64_t> LocalExchange::exchange(int rank, int64_t seq, const std::v
   out[0] = seq;
   std::memcpy(out + 1, mine.data(), record_slots_ * sizeof(int64_t));
   own->published.store(seq, std::memory_order_release);
-  own->generation.fetch_add(1, std::memory_order_release);
-  futexWakeAll(&own->generation);
+  own->generation.fetch_add(1);
+  if (own->waiters.load() > 0) futexWakeAll(&own->generation);  // no system call when no peer sleeps
 
   std::vector<int64_t> all(record_slots_ * size_);
   std::memcpy(all.data() + record_slots_ * rank, mine.data(), record_slots_ * sizeof(int64_t));

@@ -4,9 +4,9 @@
 // that has not written yet is waited for by spinning briefly, then on a
 // futex. When the peers are already there this costs no system call and no
 // thread switch; the store exchange costs three round trips to the store's
-// server thread per collective, about 8% of a small DDP step
-// (docs/distributed.md). Plain C++, no torch: errors are std::runtime_error
-// whose text says what happened ("Timeout ...", "... has exited").
+// server thread per collective (docs/distributed.md). Plain C++, no torch:
+// errors are std::runtime_error whose text says what happened ("Timeout
+// ...", "... has exited").
 #pragma once
 #include <chrono>
 #include <cstddef>
