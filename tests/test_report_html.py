@@ -1,8 +1,12 @@
 """The migration report as a page (`report --html`, `report(html=...)`),
 checked in headless Chromium as a person would look at it: no console
-errors, each chart drew its data, the fallback table names the ops and the
-lines that issued them, tables sort, a failing script still gets its page,
-and a huge run stays a small page."""
+errors, each chart drew its data (its data sources have rows, and its plot
+frame, legends hidden, holds the data's colours), the page draws with the
+network cut off, the summary cards and tables show the run's numbers, the
+fallback table names the ops and the lines that issued them, tables sort, a
+failing script still gets its page, and a huge run stays a small page."""
+import importlib.util
+import io
 import json
 import os
 import subprocess
@@ -14,7 +18,7 @@ import pytest
 import torch
 
 import torch_neuron_sim
-from browser import Page, bokeh_ready, colored_pixels
+from browser import Chart, Page, bokeh_ready, colored_pixels
 from torch_neuron_sim import report_html
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,10 +35,17 @@ SCRIPT = textwrap.dedent("""\
     keep = [torch.ones(256, 256, device=dev) * i for i in range(8)]
     del keep
     z = (x @ x).sum().item()
+    d = torch.ones(8, 8, device=dev, dtype=torch.float64)
+    d = d @ d                                  # 64-bit values computed in 32 bits
+    try:
+        torch.eye(3).to_sparse().to(dev)       # an unsupported feature, caught
+    except NotImplementedError:
+        pass
     if len(sys.argv) > 1 and sys.argv[1] == "fail":
         torch.cummax(x, 0)
         raise ValueError("the script failed")
     """)
+RAISE_LINE = next(i for i, text in enumerate(SCRIPT.splitlines(), 1) if "raise ValueError" in text)
 
 
 @pytest.fixture(autouse=True)
@@ -56,8 +67,25 @@ def open_report(chromium, path):
     return p
 
 
-def chart_png(page, anchor):
-    return page.locator(f"section#{anchor} .chart").screenshot()
+def chart(page, anchor) -> Chart:
+    """The chart of a section as drawn: its data sources' rows, its plot frame without legends."""
+    return Chart(page, f"section#{anchor} .chart")
+
+
+def drawn(page, anchor, rgb, at_least):
+    """The chart of a section drew its data: every glyph has rows, and the plot
+    frame (legends hidden) holds at least `at_least` pixels of the colour."""
+    c = chart(page, anchor)
+    assert c.rows and min(c.rows) > 0, f"{anchor}: a glyph without data, rows {c.rows}"
+    n = c.pixels(rgb)
+    assert n > at_least, f"{anchor}: {n} pixels of {rgb} in the plot frame"
+    return True
+
+
+def cards(page):
+    """The summary cards: label -> (value, detail)."""
+    return {c[0]: (c[1], c[2]) for c in page.locator("#summary .card").evaluate_all(
+        "cs => cs.map(c => [...c.children].map(e => e.textContent.trim()))")}
 
 
 def table_rows(page, anchor):
@@ -66,11 +94,18 @@ def table_rows(page, anchor):
         "rows => rows.map(r => [...r.cells].map(c => c.textContent.trim()))")
 
 
-def test_page_of_a_known_script(tmp_path, chromium):
-    html, js = tmp_path / "report.html", tmp_path / "report.json"
-    r = run_report(tmp_path, "--json", "--output", str(js), "--html", str(html))
+@pytest.fixture(scope="module")
+def known(tmp_path_factory):
+    """The page and the JSON of one report of SCRIPT (made once for the file's tests)."""
+    tmp = tmp_path_factory.mktemp("known")
+    html, js = tmp / "report.html", tmp / "report.json"
+    r = run_report(tmp, "--json", "--output", str(js), "--html", str(html))
     assert r.returncode == 0, r.stderr
-    data = json.loads(js.read_text())
+    return html, json.loads(js.read_text())
+
+
+def test_page_of_a_known_script(tmp_path, chromium, known):
+    html, data = known
     # The same model fed both: the JSON's fallbacks are the page's rows.
     assert [f["op"] for f in data["fallback_ops"]] == ["aten::cumprod", "aten::median"]
     # Measured while the report ran: a fallback's bytes to the host and back, and
@@ -89,11 +124,39 @@ def test_page_of_a_known_script(tmp_path, chromium):
     page = p.page
     assert page.title() == "Migration report: train.py"
     assert page.locator("#status").inner_text() == "ran to completion"
-    assert "trn2" in page.locator("#summary").inner_text()
-    # Fallback table: each op with the line that issued it and its bytes.
+    # The summary cards show this run's numbers (from the JSON, formatted here).
+    card = cards(page)
+    prof = data["profile"]
+    assert card["Device profile"] == ("trn2", f"{prof['devices']} device(s), 24.00 GiB HBM each")
+    (mem,) = data["memory"]
+    assert 2 * 2**20 <= mem["peak_bytes"] < 2**30
+    assert card["Peak HBM, neuron:0"] == (f"{mem['peak_bytes'] / 2**20:.2f} MiB",
+                                          f"of 24.00 GiB ({100 * mem['peak_bytes'] / 24 / 2**30:.2f}%)")
+    nat, fb = data["native_ops"], data["fallback_ops"]
+    assert card["Ops native / fallback"] == (f"{len(nat)} / 2", f"{sum(n['count'] for n in nat)} / 4 calls")
+    hc, fb_bytes = data["host_copies"], sum(f["bytes_copied"] for f in fb)
+    assert 2**10 <= fb_bytes < 2**20 and hc["bytes"] < 2**10
+    assert card["Host copies"] == (str(hc["count"]), f"{hc['bytes']} B outside fallbacks; "
+                                                     f"fallbacks copied {fb_bytes / 2**10:.2f} KiB")
+    # d @ d in float64 ran in float32 (and the float64 factory made its values in 32 bits).
+    dc = {c["op"]: c for c in data["downcasts_64bit"]}
+    assert dc["aten::mm"]["float64"] >= 1
+    assert card["64-bit downcasts"] == (str(sum(c["float64"] + c["int64"] for c in dc.values())),
+                                        f"in {len(dc)} op(s); {data['host_casts_64bit']} casts on the host")
+    assert ["aten::mm", str(dc["aten::mm"]["float64"]), "0"] in table_rows(page, "downcasts")
+    c = data["compilation"]
+    assert c["distinct_signatures"] > 0
+    assert card["Compilations"] == (str(c["distinct_signatures"]), f"{c['cache_hits']} cache hits")
+    # The sparse tensor the script made (and caught the error of).
+    assert data["unsupported_features"] == [{"feature": "sparse tensors", "count": 1}]
+    assert card["Unsupported features"] == ("1", "1 feature(s)")
+    assert table_rows(page, "unsupported") == [["sparse tensors", "1"]]
+    # Fallback table: each op with the line that issued it and the bytes it copied.
+    head = page.locator("section#fallbacks th").all_inner_texts()
+    assert head[:5] == ["op", "source line", "calls from line", "calls of op", "bytes copied (op)"]
     rows = table_rows(page, "fallbacks")
-    assert [(r[0], r[1], r[2]) for r in rows] == [("aten::cumprod", "train.py:6", "3"),
-                                                  ("aten::median", "train.py:7", "1")]
+    assert [tuple(r[:5]) for r in rows] == [("aten::cumprod", "train.py:6", "3", "3", f"{fb[0]['bytes_copied']:,}"),
+                                            ("aten::median", "train.py:7", "1", "1", f"{fb[1]['bytes_copied']:,}")]
     # Sorting: a click on "calls from line" sorts ascending, a second click descending.
     header = page.locator("section#fallbacks th", has_text="calls from line")
     header.click()
@@ -101,14 +164,13 @@ def test_page_of_a_known_script(tmp_path, chromium):
     header.click()
     assert [r[0] for r in table_rows(page, "fallbacks")] == ["aten::cumprod", "aten::median"]
     # Charts drew their data: the HBM line and the time bars (native in blue,
-    # fallbacks in orange) are on the canvas.
-    assert colored_pixels(chart_png(page, "hbm"), BLUE) > 100
-    time_png = chart_png(page, "time")
-    assert colored_pixels(time_png, BLUE) > 100 and colored_pixels(time_png, ORANGE) > 20
+    # fallbacks in orange) are in the plot frames, legends hidden.
+    assert drawn(page, "hbm", BLUE, 100)
+    assert drawn(page, "time", BLUE, 1000) and drawn(page, "time", ORANGE, 500)
     # The estimated device timeline: labelled an estimate, its kernels drawn on
     # their lane, its per-op table names the matmul (also in the JSON).
     assert "ESTIMATE" in page.locator("section#device-timeline").inner_text()
-    assert colored_pixels(chart_png(page, "device-timeline"), BLUE) > 20
+    assert drawn(page, "device-timeline", BLUE, 100)
     ops = {r[0]: r for r in table_rows(page, "device-time")}
     assert "aten::mm" in ops and "aten::median" in ops
     assert data["device_timeline"]["ops"][0]["seconds"] > 0
@@ -116,6 +178,62 @@ def test_page_of_a_known_script(tmp_path, chromium):
     page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
     assert (tmp_path / "report.png").stat().st_size > 10_000
     assert p.errors == []
+    p.close()
+
+
+def test_page_draws_with_the_network_cut_off(chromium, known, tmp_path):
+    """Opened where there is no network: nothing is requested but the file
+    itself, and every chart still draws its data."""
+    html, _ = known
+    p = Page(chromium, offline=True).open(html)
+    bokeh_ready(p.page)
+    assert p.left_the_file == []
+    charts = p.page.locator("section:has(.chart)").evaluate_all("ss => ss.map(s => s.id)")
+    assert charts == ["hbm", "time", "device-timeline"]
+    for anchor in charts:
+        assert drawn(p.page, anchor, BLUE, 100)
+    assert p.errors == []
+    p.close()
+    # The cut is real: a page that asks for anything beyond its file is caught.
+    fetches = tmp_path / "fetches.html"
+    fetches.write_text("<!DOCTYPE html><title>x</title><img src='https://cdn.example.com/x.png'>")
+    p = Page(chromium, offline=True).open(fetches)
+    assert p.left_the_file == ["https://cdn.example.com/x.png"]
+    p.close()
+
+
+def test_chart_check_fails_on_an_empty_chart(chromium, known):
+    """What the chart checks look at goes to nothing when a chart's data is
+    emptied, legends and axes still drawn (a check of the checks)."""
+    html, _ = known
+    p = open_report(chromium, html)
+    p.page.evaluate("""async () => {
+      for (const m of Bokeh.documents[0].all_models)
+        if (m.type === "ColumnDataSource") m.data = Object.fromEntries(Object.keys(m.data).map(k => [k, []]));
+      await new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)));
+    }""")
+    for anchor in ("hbm", "time", "device-timeline"):
+        c = chart(p.page, anchor)
+        assert c.rows and max(c.rows) == 0, (anchor, c.rows)
+        assert c.pixels(BLUE) == 0 and c.pixels(ORANGE) == 0, anchor
+        with pytest.raises(AssertionError, match="without data"):
+            drawn(p.page, anchor, BLUE, 20)
+    p.close()
+
+
+def test_long_tables_say_they_are_cut(chromium, known, tmp_path, monkeypatch):
+    html, data = known
+    monkeypatch.setattr(report_html, "TABLE_ROWS", 1)
+    path = tmp_path / "cut.html"
+    path.write_text(report_html.render(data))
+    p = Page(chromium).open(path)
+    page = p.page
+    assert len(table_rows(page, "fallbacks")) == 1
+    assert page.locator("section#fallbacks .note").all_inner_texts() == [
+        "Showing the first 1 of 2 rows (--json lists all)."]
+    assert len(table_rows(page, "native")) == 1
+    assert page.locator("section#native .note").all_inner_texts() == [
+        f"Showing the first 1 of {len(data['native_ops'])} rows (--json lists all)."]
     p.close()
 
 
@@ -127,7 +245,7 @@ def test_failing_script_still_gets_its_page(tmp_path, chromium):
     page = p.page
     assert page.locator("#status").inner_text() == "failed"
     tb = page.locator("#traceback").inner_text()
-    assert 'train.py", line 13' in tb and tb.rstrip().endswith("ValueError: the script failed")
+    assert f'train.py", line {RAISE_LINE}' in tb and tb.rstrip().endswith("ValueError: the script failed")
     assert "runpy" not in tb
     ops = [r[0] for r in table_rows(page, "fallbacks")]
     assert "aten::_cummax_helper" in ops  # what ran before the failure is reported
@@ -144,7 +262,7 @@ def test_no_fallback_page_says_so_and_context_manager_writes_it(tmp_path, chromi
     p = open_report(chromium, html)
     assert "No op fell back to the CPU" in p.page.locator("#no-fallback").inner_text()
     assert p.page.locator("section#fallbacks tr").count() == 0
-    assert colored_pixels(chart_png(p.page, "time"), BLUE) > 50
+    assert drawn(p.page, "time", BLUE, 50)
     assert p.errors == []
     p.close()
     # A block that raises writes its page too, marked failed.
@@ -174,7 +292,7 @@ def test_sections_added_by_other_features_are_rendered(tmp_path, chromium):
     page.locator("section#compiled_graphs th", has_text="nodes").click(click_count=2)
     assert table_rows(page, "compiled_graphs")[0][0] == "g3"
     assert table_rows(page, "collectives_calls") == [["all_reduce", "t.py:3", "4,096"]]
-    assert colored_pixels(chart_png(page, "engine_timeline"), BLUE) > 200
+    assert drawn(page, "engine_timeline", BLUE, 200)
     assert len(table_rows(page, "engine_timeline-table")) >= 10
     assert p.errors == []
     p.close()
@@ -206,7 +324,7 @@ def test_huge_run_is_downsampled(tmp_path, chromium):
     assert max(timeline["bytes"]) == data["memory"][0]["peak_bytes"]  # the peak survives downsampling
     assert html.stat().st_size < 3 * 2**20
     p = open_report(chromium, html)
-    assert colored_pixels(chart_png(p.page, "hbm"), BLUE) > 100
+    assert drawn(p.page, "hbm", BLUE, 100)
     assert p.errors == []
     p.close()
 
@@ -223,8 +341,29 @@ def test_page_of_the_demo(tmp_path, chromium):
     page = p.page
     assert table_rows(page, "fallbacks") [0][:3] == ["aten::multinomial", f"examples/transformer_lm.py:{line}", "3"]
     assert len(table_rows(page, "native")) >= 10
-    assert colored_pixels(chart_png(page, "hbm"), BLUE) > 100
-    assert colored_pixels(chart_png(page, "time"), BLUE) > 100
+    assert drawn(page, "hbm", BLUE, 100)
+    assert drawn(page, "time", BLUE, 100)
     page.screenshot(path=str(tmp_path / "demo.png"), full_page=True)
     assert p.errors == []
     p.close()
+
+
+def test_readme_shows_the_screenshot_and_the_command_that_makes_it():
+    """The README's report command is the one scripts/report_screenshot.py runs
+    (`make screenshot`), and the picture it made is there."""
+    spec = importlib.util.spec_from_file_location("report_screenshot", ROOT / "scripts" / "report_screenshot.py")
+    shot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shot)
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## The migration report as a page\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```\n", 2)[1]
+    assert block.strip() == "python " + " ".join(shot.COMMAND)
+    assert "](docs/images/report.png)" in section
+    png = (ROOT / "docs" / "images" / "report.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert 50_000 < len(png) < 3 * 2**20, len(png)
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(png))
+    assert image.format == "PNG" and image.size == (1200, 1500)  # the script's viewport
+    assert colored_pixels(png, BLUE) > 1000  # it shows drawn charts, not a blank page
