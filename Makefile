@@ -24,8 +24,9 @@ $(STAMPS)/deps: pyproject.toml
 	@mkdir -p $(STAMPS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q "torch==2.13.0" numpy pybind11 pytest pytest-xdist hypothesis expecttest ninja "setuptools>=64" wheel
-	# the report page (bokeh), the docs site (sphinx), the browser tests (playwright): pyproject's extras
-	$(PIP) install -q "bokeh>=3.4" "playwright>=1.40" "sphinx>=7.2" "myst-parser>=2" "pydata-sphinx-theme>=0.15"
+	# the report page (bokeh), the docs site (sphinx), the browser tests (playwright; pillow counts
+	# a screenshot's pixels): pyproject's extras
+	$(PIP) install -q "bokeh>=3.4" "playwright>=1.40" "pillow>=9" "sphinx>=7.2" "myst-parser>=2" "pydata-sphinx-theme>=0.15"
 	touch $@
 
 # Always asks ninja: it tracks every source and header itself (a stamp

@@ -1,11 +1,11 @@
 # Sphinx configuration of the docs site: `make docs` builds docs/_build/html.
 #
-# Sphinx rather than MkDocs: PyTorch and most of its ecosystem (torchvision,
-# torchaudio, the torch_neuronx docs) are Sphinx sites, so autodoc renders
-# our API the way their users already read it, intersphinx can link torch's
-# own objects, and `-W` turns every broken reference into a build failure.
-# The pages stay Markdown (MyST); the theme is pydata-sphinx-theme, the base
-# of PyTorch's own theme.
+# Sphinx rather than MkDocs (docs/index.md, "About these docs", says why):
+# autodoc renders the API reference from the docstrings, MyST reads the
+# existing Markdown pages, and `-W` makes every warning (a broken reference,
+# a missing page) a build failure. No intersphinx: the build runs without a
+# network, so torch's own objects are named, not linked. The theme is
+# pydata-sphinx-theme, the base of PyTorch's own theme.
 import os
 import sys
 
@@ -27,7 +27,6 @@ autodoc_default_options = {"members": True, "undoc-members": False, "show-inheri
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 nitpicky = False
-suppress_warnings = ["myst.xref_missing"] if os.environ.get("NEURON_SIM_DOCS_LENIENT") else []
 
 html_theme = "pydata_sphinx_theme"
 html_title = "torch-neuron-sim"
