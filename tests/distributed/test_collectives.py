@@ -4,7 +4,7 @@ collectives, object collectives, op tracking. One spawned job per world size
 (processes are expensive: torch's import costs seconds each)."""
 import torch.distributed as dist
 
-from dist_harness import run_ranks
+from dist_harness import free_port, run_ranks
 
 
 def test_backend_is_registered_for_neuron():
@@ -14,13 +14,17 @@ def test_backend_is_registered_for_neuron():
 
 
 def test_default_backend_is_neuron_and_compiled_collectives_are_counted():
-    results = run_ranks("default_backend", 2, backend=None)
-    # The collective ran on the neuron backend. dist.get_backend() answers "undefined" here, as
-    # torch does for every accelerator (CUDA's nccl included) when no backend is named: the
-    # answer comes from torch's own bookkeeping, which the real backend does not change.
+    results = run_ranks("default_backend", 2, backend=None, args=(free_port(),))
+    # The collective ran on the neuron backend (which alone counts collectives). dist.get_backend()
+    # answers "undefined" here, as torch 2.13 does for every accelerator (CUDA's nccl included)
+    # when neither a backend nor a device_id is given: the group picks the device's backend
+    # lazily, and the answer comes from torch's own bookkeeping, which the real backend does not change.
     assert [r[1] for r in results] == [[2.0, 2.0]] * 2
     assert [r[2] for r in results] == ["neuron"] * 2
+    assert [r[8] for r in results] == [{"c10d::allreduce_": {"calls": 1, "bytes": 8}}] * 2
     assert [r[0] for r in results] == ["undefined"] * 2
+    # init_process_group(device_id=torch.device("neuron", rank)) and no backend: "neuron"
+    assert [r[9] for r in results] == [("neuron", [3.0, 3.0])] * 2
     # torch.compile(backend="neuron") of a functional all_reduce: right values, and the graph
     # counted in Dynamo's graphs_with_collectives as the real backend counts it.
     assert [r[3:6] for r in results] == [([6.0] * 3, 1, 1)] * 2
@@ -43,3 +47,21 @@ def test_every_collective_matches_cpu_reference():
         counts = r["counts"]
         assert counts["c10d::barrier"]["calls"] >= 1
         assert counts["c10d::allreduce_"]["bytes"] >= 1 << 20
+
+
+def test_collective_buffers_count_in_hbm_accounting():
+    """Staging buffers are device allocations (they raise the peak, and are released when the
+    collective completes); outputs a collective allocates count while they live; a collective
+    on contiguous tensors into a preallocated output allocates nothing."""
+    ws, f32 = 2, 4
+    results = run_ranks("hbm_accounting", ws)
+    for rank, r in enumerate(results):
+        assert r == {
+            "all_gather_into_tensor": (0, 0),
+            "all_reduce": (0, 0),
+            "all_reduce_transposed": (64 * 128 * f32, 0),
+            "all_reduce_int16": (4096 * 4, 0),
+            "reduce_scatter_tensor": (ws * 1024 * f32, 0),
+            "funcol_all_gather": (ws * 1024 * f32, ws * 1024 * f32),
+            "funcol_all_gather_freed": (0, -ws * 1024 * f32),
+        }, (rank, r)

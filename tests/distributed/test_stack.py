@@ -32,6 +32,27 @@ def test_training_matches_single_process_cpu(stack, reference, kind, tol):
     assert len({round(v, 6) for v in results[0][kind]}) == len(reference)
 
 
+def test_ddp_no_sync_skips_the_allreduce_and_accumulates_as_on_cpu(stack):
+    results, _ = stack
+    first, total = workers.cpu_no_sync_grads(len(results))
+    for rank, r in enumerate(results):
+        info = r["ddp_no_sync"]
+        # a synced backward all-reduces its buckets: one in the first step (DDP's first bucket
+        # is 1 MiB), several once DDP has rebuilt them to bucket_cap_mb (tiny). Inside no_sync
+        # nothing is reduced; the next backward reduces every bucket once.
+        assert info["step 0"] == 1 and info["step 1"] >= 2 and info["step 3"] == info["step 1"], info
+        assert info["inside"] == 0, info
+        assert info["after"] == info["step 1"], info
+        # inside no_sync each rank keeps its own gradient (ranks' shards differ); after the
+        # synced backward every rank has the mean of the accumulated gradients
+        for got, want in zip(info["grads_inside"], first[rank]):
+            assert torch.allclose(torch.tensor(got), want, rtol=1e-4, atol=1e-6), (rank, got, want)
+        for got, want in zip(info["grads_after"], total):
+            assert torch.allclose(torch.tensor(got), want, rtol=1e-4, atol=1e-6), (rank, got, want)
+    assert not torch.allclose(torch.tensor(results[0]["ddp_no_sync"]["grads_inside"][0]),
+                              torch.tensor(results[1]["ddp_no_sync"]["grads_inside"][0]))
+
+
 def test_dtensor_redistribution_round_trips(stack):
     results, _ = stack
     for rank, r in enumerate(results):

@@ -62,8 +62,14 @@ def losses(out: str) -> list[float]:
 def test_single_node_with_a_restart_after_a_crash(reference):
     script = os.path.join(ROOT, "tests", "distributed", "torchrun_restart.py")
     port = free_port()
-    out = finish(torchrun("--nproc_per_node=2", "--max-restarts=1", "--rdzv_backend=c10d",
-                          f"--rdzv_endpoint=127.0.0.1:{port}", "--monitor-interval=0.2", script))
+    proc = torchrun("--nproc_per_node=2", "--max-restarts=1", "--rdzv_backend=c10d",
+                    f"--rdzv_endpoint=127.0.0.1:{port}", "--monitor-interval=0.2", script)
+    out = finish(proc)
+    assert proc.returncode == 0, out
+    # both ranks started twice: the job was restarted after rank 1's crash, and the second
+    # attempt trained (the script prints its losses once, from rank 0)
+    started = re.findall(r"attempt (\d) rank (\d) started", out)
+    assert sorted(started) == [("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")], out
     assert losses(out) == pytest.approx(reference, rel=1e-4), out
     assert "c10d::allreduce_" in out, out
 

@@ -8,7 +8,9 @@ import torch.distributed as dist  # noqa: E402
 
 import ddp_train  # noqa: E402
 
-if os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0" and os.environ["RANK"] == "1":
+attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+print(f"attempt {attempt} rank {os.environ['RANK']} started", flush=True)
+if attempt == "0" and os.environ["RANK"] == "1":
     dist.init_process_group("neuron")
     os._exit(7)  # dies after joining: the other rank must not hang
 ddp_train.main()

@@ -122,8 +122,8 @@ def collectives(rank: int, ws: int) -> dict:
             t = xs[rank].to(dev)
             dist.all_reduce(t, op=reduce_op(op, dtype))
             check(f"all_reduce {op_name(op)} {dtype}", t, reference(op, xs, ws))
-        # reduce to the last rank; reduce_scatter; on the tensor and list forms
-        for op in [o for o in ops_for(dtype) if o in (R.SUM, R.MAX, R.AVG, "premul")]:
+        # reduce to the last rank; reduce_scatter, on the tensor and list forms: every op the dtype has
+        for op in ops_for(dtype):
             want = reference(op, xs, ws)
             t = xs[rank].to(dev)
             dist.reduce(t, dst=ws - 1, op=reduce_op(op, dtype))
@@ -228,32 +228,40 @@ def collectives(rank: int, ws: int) -> dict:
         lambda f: dist.all_reduce(second, async_op=True).get_future().wait()[0] + f.value()[0][:2])
     check("collective waited in a future callback", fut.wait(), torch.full((2,), float(sum(range(ws)) + ws)))
 
-    # Coalesced forms (ProcessGroup methods: the entry points DDP, FSDP and the coalescing manager use)
+    # Coalesced forms (ProcessGroup methods: the entry points DDP, FSDP and the coalescing manager use),
+    # on a float, a narrow float, an integer dtype gloo reduces and one it reduces widened (int16 in int32)
     pg = dist.group.WORLD
+    for salt, dtype in enumerate((torch.float32, torch.bfloat16, torch.int32, torch.int16)):
+        a = [make(dtype, (5,), r, 400 + salt) for r in range(ws)]
+        b = [make(dtype, (2, 2), r, 410 + salt) for r in range(ws)]
+        big = [make(dtype, (ws * 2,), r, 420 + salt) for r in range(ws)]
+        big2 = [make(dtype, (ws * 3,), r, 430 + salt) for r in range(ws)]
+        for op in ops_for(dtype):
+            name = f"{op_name(op)} {dtype}"
+            ta, tb = a[rank].to(dev), b[rank].to(dev)
+            dist.all_reduce_coalesced([ta, tb], op=reduce_op(op, dtype))
+            check(f"allreduce_coalesced {name} [0]", ta, reference(op, a, ws))
+            check(f"allreduce_coalesced {name} [1]", tb, reference(op, b, ws))
+            outs = [torch.empty(2, dtype=dtype, device=dev), torch.empty(3, dtype=dtype, device=dev)]
+            opts = dist.ReduceScatterOptions()
+            opts.reduceOp = reduce_op(op, dtype)
+            pg.reduce_scatter_tensor_coalesced(outs, [big[rank].to(dev), big2[rank].to(dev)], opts).wait()
+            check(f"reduce_scatter_tensor_coalesced {name} [0]", outs[0],
+                  reference(op, big, ws)[2 * rank:2 * rank + 2])
+            check(f"reduce_scatter_tensor_coalesced {name} [1]", outs[1],
+                  reference(op, big2, ws)[3 * rank:3 * rank + 3])
+        outs = [torch.empty(ws * 5, dtype=dtype, device=dev), torch.empty(ws * 2, 2, dtype=dtype, device=dev)]
+        pg.allgather_into_tensor_coalesced(outs, [a[rank].to(dev), b[rank].to(dev)]).wait()
+        check(f"allgather_into_tensor_coalesced {dtype} [0]", outs[0], torch.cat(a))
+        check(f"allgather_into_tensor_coalesced {dtype} [1]", outs[1], torch.cat(b))
+        lists = [[torch.empty(5, dtype=dtype, device=dev), torch.empty(2, 2, dtype=dtype, device=dev)]
+                 for _ in range(ws)]  # [rank][input]
+        pg.allgather_coalesced(lists, [a[rank].to(dev), b[rank].to(dev)]).wait()
+        for r in range(ws):
+            check(f"allgather_coalesced {dtype} [{r}][0]", lists[r][0], a[r])
+            check(f"allgather_coalesced {dtype} [{r}][1]", lists[r][1], b[r])
     a = [make(torch.float32, (5,), r, 400) for r in range(ws)]
-    b = [make(torch.float32, (2, 2), r, 401) for r in range(ws)]
-    ta, tb = a[rank].to(dev), b[rank].to(dev)
-    dist.all_reduce_coalesced([ta, tb]) if hasattr(dist, "all_reduce_coalesced") else \
-        pg.allreduce_coalesced([ta, tb]).wait()
-    check("allreduce_coalesced [0]", ta, reference(R.SUM, a, ws))
-    check("allreduce_coalesced [1]", tb, reference(R.SUM, b, ws))
-    outs = [torch.empty(ws * 5, device=dev), torch.empty(ws * 2, 2, device=dev)]
-    pg.allgather_into_tensor_coalesced(outs, [a[rank].to(dev), b[rank].to(dev)]).wait()
-    check("allgather_into_tensor_coalesced [0]", outs[0], torch.cat(a))
-    check("allgather_into_tensor_coalesced [1]", outs[1], torch.cat(b))
-    big = [make(torch.float32, (ws * 2,), r, 402) for r in range(ws)]
-    big2 = [make(torch.float32, (ws * 3,), r, 403) for r in range(ws)]
-    outs = [torch.empty(2, device=dev), torch.empty(3, device=dev)]
-    opts = dist.ReduceScatterOptions()
-    opts.reduceOp = R.SUM
-    pg.reduce_scatter_tensor_coalesced(outs, [big[rank].to(dev), big2[rank].to(dev)], opts).wait()
-    check("reduce_scatter_tensor_coalesced [0]", outs[0], reference(R.SUM, big, ws)[2 * rank:2 * rank + 2])
-    check("reduce_scatter_tensor_coalesced [1]", outs[1], reference(R.SUM, big2, ws)[3 * rank:3 * rank + 3])
-    lists = [[torch.empty(5, device=dev), torch.empty(2, 2, device=dev)] for _ in range(ws)]  # [rank][input]
-    pg.allgather_coalesced(lists, [a[rank].to(dev), b[rank].to(dev)]).wait()
-    for r in range(ws):
-        check(f"allgather_coalesced [{r}][0]", lists[r][0], a[r])
-        check(f"allgather_coalesced [{r}][1]", lists[r][1], b[r])
+    big = [make(torch.float32, (ws * 2,), r, 420) for r in range(ws)]
 
     # Functional collectives (what DTensor, TP and torch.compile use)
     import torch.distributed._functional_collectives as funcol
@@ -287,6 +295,53 @@ def collectives(rank: int, ws: int) -> dict:
     return {"bad": bad, "executed": torch_neuron_sim.get_executed_ops(),
             "counts": torch_neuron_sim.distributed.collective_counts(),
             "backend": dist.get_backend(), "name": pg._get_backend(dev).name()}
+
+
+def hbm_accounting(rank: int, ws: int) -> dict:
+    """Collective buffers in the device's memory accounting. For each case:
+    (peak - baseline, allocated after - baseline) in bytes, the inputs and
+    outputs already allocated in the baseline."""
+    import torch.distributed._functional_collectives as funcol
+
+    dev = device()
+    mem = torch.neuron
+
+    def measure(fn) -> tuple[int, int]:
+        base = mem.memory_allocated(dev)
+        mem.reset_peak_memory_stats(dev)
+        fn()
+        peak = mem.max_memory_allocated(dev)
+        # A staging buffer is released by the completion callback on gloo's thread, which may
+        # finish just after wait() has returned: allow it a moment.
+        end = time.monotonic() + 2
+        while mem.memory_allocated(dev) != base and time.monotonic() < end:
+            time.sleep(0.01)
+        return peak - base, mem.memory_allocated(dev) - base
+
+    out = {}
+    # contiguous tensors: gloo works on the device bytes themselves, nothing is allocated
+    gathered, mine = torch.empty(ws * 1024, device=dev), torch.full((1024,), float(rank), device=dev)
+    out["all_gather_into_tensor"] = measure(lambda: dist.all_gather_into_tensor(gathered, mine))
+    assert torch.equal(gathered.cpu(), torch.arange(ws).float().repeat_interleave(1024))
+    summed = torch.ones(1024, device=dev)
+    out["all_reduce"] = measure(lambda: dist.all_reduce(summed))
+    # a non-contiguous input: a contiguous staging copy on the device (64 x 128 float32)
+    transposed = torch.ones(64, 128, device=dev).t()
+    out["all_reduce_transposed"] = measure(lambda: dist.all_reduce(transposed))
+    assert torch.equal(transposed.cpu(), torch.full((128, 64), float(ws)))
+    # int16 is reduced widened to int32: a staging buffer of twice its bytes
+    short = torch.ones(4096, dtype=torch.int16, device=dev)
+    out["all_reduce_int16"] = measure(lambda: dist.all_reduce(short))
+    # reduce_scatter reduces a private copy of the whole input
+    whole, part = torch.ones(ws * 1024, device=dev), torch.empty(1024, device=dev)
+    out["reduce_scatter_tensor"] = measure(lambda: dist.reduce_scatter_tensor(part, whole))
+    # a collective that allocates its output: counted while the output lives, released with it
+    result = []
+    out["funcol_all_gather"] = measure(
+        lambda: result.append(funcol.all_gather_tensor(mine, 0, dist.group.WORLD).wait()))
+    assert result[0].device == dev and torch.equal(result[0].cpu(), gathered.cpu())
+    out["funcol_all_gather_freed"] = measure(result.clear)
+    return out
 
 
 # ---- the PyTorch stack: DDP, FSDP2, tensor parallel, DTensor, checkpointing ----------
@@ -325,32 +380,79 @@ def _global_mean(loss: torch.Tensor) -> float:
     return loss.item()
 
 
-def train_ddp(rank: int, ws: int) -> list[float]:
+NO_SYNC_STEP = 2
+
+
+def _half_losses(model, xs, ys):
+    """The two halves of a rank's shard, each weighted 1/2: their gradients add up to the shard's."""
+    h = xs.shape[0] // 2
+    yield torch.nn.functional.mse_loss(model(xs[:h]), ys[:h]) / 2
+    yield torch.nn.functional.mse_loss(model(xs[h:]), ys[h:]) / 2
+
+
+def train_ddp(rank: int, ws: int) -> tuple[list[float], dict]:
+    """Losses per step, and what happened in the no_sync step: allreduce calls during the
+    backward inside no_sync and during the one after it, the gradients after each (as lists:
+    a tensor sent back would need this process alive), and the allreduce calls of the
+    other steps' backward."""
+    import torch_neuron_sim
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     dev = device()
     # bucket_cap_mb tiny: several buckets per step
     model = DDP(mlp().to(dev), bucket_cap_mb=0.0005)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    out = []
+    out, no_sync = [], {}
     per = BATCH // ws
+
+    def allreduces(backward) -> int:
+        torch_neuron_sim.distributed.clear_collective_counts()
+        backward()
+        return torch_neuron_sim.distributed.collective_counts().get("c10d::allreduce_", {}).get("calls", 0)
+
     for i, (x, y) in enumerate(batches()):
         xs, ys = x[rank * per:(rank + 1) * per].to(dev), y[rank * per:(rank + 1) * per].to(dev)
-        if i == 2:
+        if i == NO_SYNC_STEP:
             # no_sync: accumulate the two halves of this rank's shard locally, then sync once
+            halves = _half_losses(model, xs, ys)
             with model.no_sync():
-                l1 = torch.nn.functional.mse_loss(model(xs[: per // 2]), ys[: per // 2]) / 2
-                l1.backward()
-            l2 = torch.nn.functional.mse_loss(model(xs[per // 2:]), ys[per // 2:]) / 2
-            l2.backward()
+                l1 = next(halves)
+                no_sync["inside"] = allreduces(l1.backward)
+            no_sync["grads_inside"] = [p.grad.tolist() for p in model.parameters()]
+            l2 = next(halves)
+            no_sync["after"] = allreduces(l2.backward)
+            no_sync["grads_after"] = [p.grad.tolist() for p in model.parameters()]
             loss = l1 + l2
         else:
             loss = torch.nn.functional.mse_loss(model(xs), ys)
-            loss.backward()
+            no_sync[f"step {i}"] = allreduces(loss.backward)
         opt.step()
         opt.zero_grad()
         out.append(_global_mean(loss))
-    return out
+    return out, no_sync
+
+
+def cpu_no_sync_grads(ws: int) -> tuple[list[list[torch.Tensor]], list[torch.Tensor]]:
+    """On the CPU, at the no_sync step of train_ddp: each rank's gradient of its shard's first half
+    (what no_sync leaves local), and the mean over ranks of the whole shards' (after the sync)."""
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = batches()
+    for x, y in data[:NO_SYNC_STEP]:
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    x, y = data[NO_SYNC_STEP]
+    per = BATCH // ws
+    first, total = [], [torch.zeros_like(p) for p in model.parameters()]
+    for r in range(ws):
+        opt.zero_grad()
+        halves = _half_losses(model, x[r * per:(r + 1) * per], y[r * per:(r + 1) * per])
+        next(halves).backward()
+        first.append([p.grad.clone() for p in model.parameters()])
+        next(halves).backward()
+        total = [t + p.grad / ws for t, p in zip(total, model.parameters())]
+    return first, total
 
 
 class WithUnused(torch.nn.Module):
@@ -439,13 +541,19 @@ def dtensor_round_trips(rank: int, ws: int) -> list[str]:
     # Partial: each rank holds a term of the sum
     from torch.distributed.tensor import DTensor
 
-    part = DTensor.from_local(torch.full((2, 3), float(rank + 1), device=device()), mesh, [Partial()])
+    # (rows differ, so a wrong row of the sum on a rank shows)
+    term = torch.arange(2 * ws * 3, dtype=torch.float32).reshape(2 * ws, 3)
+    total = term * sum(range(1, ws + 1))
+    part = DTensor.from_local((term * (rank + 1)).to(device()), mesh, [Partial()])
     rep = part.redistribute(mesh, [Replicate()])
-    if not torch.equal(rep.to_local().cpu(), torch.full((2, 3), float(sum(range(1, ws + 1))))):
+    if not torch.equal(rep.to_local().cpu(), total):
         bad.append(f"Partial -> Replicate: {rep.to_local()}")
     sh = part.redistribute(mesh, [Shard(0)])
-    if sh.to_local().shape[0] != 2 // ws and ws <= 2:
-        bad.append(f"Partial -> Shard(0): local shape {sh.to_local().shape}")
+    if not torch.equal(sh.to_local().cpu(), total[2 * rank:2 * rank + 2]):
+        bad.append(f"Partial -> Shard(0): rank {rank} holds {sh.to_local().cpu()}, "
+                   f"want rows {2 * rank}-{2 * rank + 1} of {total}")
+    if not torch.equal(sh.full_tensor().cpu(), total):
+        bad.append(f"Partial -> Shard(0) -> full_tensor: {sh.full_tensor().cpu()}")
     # a DTensor op: matmul of a sharded and a replicated tensor
     a = distribute_tensor(full.to(device()), mesh, [Shard(0)])
     b = distribute_tensor(torch.ones(6, 2, device=device()), mesh, [Replicate()])
@@ -471,8 +579,10 @@ def save_checkpoint(rank: int, ws: int, path: str) -> None:
 
 def stack(rank: int, ws: int, ckpt: str) -> dict:
     """DDP, FSDP2 (fp32 and bf16), tensor parallel, DTensor and a checkpoint, in one job."""
+    ddp, no_sync = train_ddp(rank, ws)
     return {
-        "ddp": train_ddp(rank, ws),
+        "ddp": ddp,
+        "ddp_no_sync": no_sync,
         "ddp_unused": train_ddp_unused(rank, ws),
         "fsdp2": train_fsdp2(rank, ws, bf16=False),
         "fsdp2_bf16": train_fsdp2(rank, ws, bf16=True),
@@ -520,7 +630,13 @@ def faults(rank: int, ws: int) -> dict:
     out["cpu_tensor"] = _error(lambda: dist.all_reduce(torch.ones(2)))
     out["send"] = _error(lambda: dist.send(torch.ones(2, device=dev), dst=(rank + 1) % ws))
     out["recv"] = _error(lambda: dist.recv(torch.ones(2, device=dev), src=(rank + 1) % ws))
+    out["isend"] = _error(lambda: dist.isend(torch.ones(2, device=dev), dst=(rank + 1) % ws).wait())
+    out["irecv"] = _error(lambda: dist.irecv(torch.ones(2, device=dev), src=(rank + 1) % ws).wait())
+    out["recv_anysource"] = _error(lambda: dist.recv(torch.ones(2, device=dev)))  # no src: from any rank
+    out["irecv_anysource"] = _error(lambda: dist.irecv(torch.ones(2, device=dev)).wait())
     out["monitored_barrier"] = _error(lambda: dist.monitored_barrier())
+    # the ProcessGroup's own method skips torch's check and reaches the backend, which refuses it too
+    out["pg_monitored_barrier"] = _error(lambda: dist.group.WORLD.monitored_barrier())
     # the group still works after all of that
     t = torch.full((3,), float(rank + 1), device=dev)
     dist.all_reduce(t)
@@ -565,13 +681,16 @@ def file_store_mismatch(rank: int, ws: int, path: str) -> tuple:
     return t.cpu().tolist(), _error(lambda: dist.all_reduce(torch.ones(4 + rank, device=device())))
 
 
-def default_backend(rank: int, ws: int) -> tuple:
-    """init_process_group() with no backend on a machine whose accelerator is neuron."""
+def default_backend(rank: int, ws: int, second_port: int) -> tuple:
+    """init_process_group() with no backend on a machine whose accelerator is neuron; then
+    init_process_group(device_id=neuron:rank), also with no backend (r[8])."""
     dist.init_process_group(init_method=f"tcp://127.0.0.1:{os.environ['MASTER_PORT']}", rank=rank, world_size=ws)
     import torch_neuron_sim
     t = torch.ones(2, device=device())
+    torch_neuron_sim.distributed.clear_collective_counts()
     with torch_neuron_sim.report() as rep:  # the migration report's collectives section
         dist.all_reduce(t)
+    ran_on_neuron = torch_neuron_sim.distributed.collective_counts()  # counted by the neuron backend only
     pg = dist.distributed_c10d._get_default_group()
     # A compiled graph with a functional collective: Dynamo's graphs_with_collectives counter.
     import torch.distributed._functional_collectives as funcol
@@ -579,6 +698,13 @@ def default_backend(rank: int, ws: int) -> tuple:
     f = torch.compile(lambda x: torch.relu(funcol.all_reduce(x * 2, "sum", dist.group.WORLD)),
                       backend="neuron", options={"executor": "graph"})
     y = f(torch.full((3,), float(rank + 1), device=device()))
-    return (dist.get_backend(), t.cpu().tolist(), pg._get_backend(torch.device("neuron")).name(),
-            y.cpu().tolist(), counters["neuron"]["graphs_with_collectives"], counters["neuron"]["compiled_graphs"],
-            rep.data["collectives"], rep.text())
+    first = (dist.get_backend(), t.cpu().tolist(), pg._get_backend(torch.device("neuron")).name(),
+             y.cpu().tolist(), counters["neuron"]["graphs_with_collectives"], counters["neuron"]["compiled_graphs"],
+             rep.data["collectives"], rep.text(), ran_on_neuron)
+    # device_id names the device: torch looks its backend up in default_device_backend_map
+    dist.destroy_process_group()
+    dist.init_process_group(init_method=f"tcp://127.0.0.1:{second_port}", rank=rank, world_size=ws,
+                            device_id=torch.device("neuron", rank))
+    t = torch.full((2,), float(rank + 1), device=device())
+    dist.all_reduce(t)
+    return first + ((dist.get_backend(), t.cpu().tolist()),)
