@@ -19,20 +19,6 @@ from . import profiler as _profiler
 BUCKETS = ("compute", "memory", "fallback", "transfer", "launch", "collective", "compile")
 
 
-def _buckets(e: dict) -> dict:
-    """Splits one device event's modelled seconds into the breakdown's buckets."""
-    s, launch, kind = e["seconds"], e["launch_seconds"], e["kind"]
-    if kind == "fallback" or e["in_fallback"]:
-        return {"fallback": s}
-    if kind in ("copy_h2d", "copy_d2h"):
-        return {"transfer": s}
-    if kind == "compile":
-        return {"compile": s}
-    if kind == "collective":
-        return {"collective": s}
-    return {"launch": launch, ("compute" if e["bound"] == "compute" else "memory"): s - launch}
-
-
 @dataclass
 class OpEstimate:
     """One row of the per-op table: an op (or copy kind) and its modelled device time."""
@@ -97,46 +83,19 @@ class Estimate:
                 "ops": [{**r.__dict__, "bound": r.bound} for r in self.ops], "model": dict(self.model)}
 
 
-class Totals:
-    """Device events summed as they come (per op, per bucket, per stream)."""
-
-    def __init__(self) -> None:
-        self.rows: dict = {}
-        self.breakdown = {b: 0.0 for b in BUCKETS}
-        self.busy: dict = {}
-
-    def add(self, e: dict) -> None:
-        key = (e["name"], e["kind"])
-        r = self.rows.get(key)
-        if r is None:
-            r = self.rows[key] = OpEstimate(e["name"], e["kind"])
-        r.count += 1
-        r.seconds += e["seconds"]
-        r.flops += e["flops"]
-        r.bytes += e["bytes"]
-        for b, s in _buckets(e).items():
-            setattr(r, b, getattr(r, b) + s)
-            self.breakdown[b] += s
-        stream = (e["device"], e["stream"])
-        self.busy[stream] = self.busy.get(stream, 0.0) + e["seconds"]
-
-    def estimate(self, profile: str, lnc: int, compile_seconds: float = 0.0, model: Optional[dict] = None,
-                 events: Optional[list] = None) -> "Estimate":
-        """``compile_seconds``: compilations outside these events (a warm-up);
-        the ones among them (the breakdown's compile bucket) are added, so the
-        report's JSON and the timeline it draws agree."""
-        ops = sorted(self.rows.values(), key=lambda r: -r.seconds)
-        return Estimate(profile, lnc, max(self.busy.values(), default=0.0), dict(self.breakdown), ops,
-                        compile_seconds + self.breakdown["compile"], list(events or []), dict(model or {}))
-
-
-def summarize(events: list, profile: str, lnc: int, compile_seconds: float = 0.0, model: Optional[dict] = None
-              ) -> Estimate:
-    """An Estimate from device events (``Timeline.events``)."""
-    t = Totals()
-    for e in events:
-        t.add(e)
-    return t.estimate(profile, lnc, compile_seconds, model, events)
+def from_summary(summary: dict, profile: str, lnc: int, compile_seconds: float = 0.0,
+                 model: Optional[dict] = None, events: Optional[list] = None) -> Estimate:
+    """An Estimate from a summed-up device timeline (``Timeline.summary``, made
+    in C++ in one pass: rows per op and kind, seconds per bucket, each stream's
+    busy time). ``compile_seconds``: compilations outside those events (a
+    warm-up); the ones among them (the compile bucket) are added, so the
+    report's JSON and the timeline it draws agree."""
+    ops = sorted((OpEstimate(r["name"], r["kind"], r["count"], r["seconds"], flops=r["flops"], bytes=r["bytes"],
+                             **{b: r[b] for b in BUCKETS}) for r in summary["rows"]), key=lambda r: -r.seconds)
+    breakdown = {b: summary["breakdown"][b] for b in BUCKETS}
+    total = max((seconds for _, _, seconds in summary["busy"]), default=0.0)
+    return Estimate(profile, lnc, total, breakdown, ops, compile_seconds + breakdown["compile"], list(events or []),
+                    dict(model or {}))
 
 
 def estimate(fn: Callable, *args: Any, profile: str = "trn2", lnc: Optional[int] = None, warmup: int = 1,
@@ -153,7 +112,7 @@ def estimate(fn: Callable, *args: Any, profile: str = "trn2", lnc: Optional[int]
         for _ in range(warmup):
             with _profiler.timeline() as t:
                 fn(*args, **kwargs)
-            compile_seconds += sum(e["seconds"] for e in t.events if e["kind"] == "compile")
+            compile_seconds += t.summary["breakdown"]["compile"]
         with _profiler.timeline() as t:
             fn(*args, **kwargs)
-    return summarize(t.events, profile, lnc, compile_seconds, model=model)
+    return from_summary(t.summary, profile, lnc, compile_seconds, model=model, events=t.events)

@@ -159,6 +159,16 @@ def _snapshot(device: _DeviceLike = None) -> dict[str, Any]:
     return _C._memory_snapshot()
 
 
+def _usage_since(since_us: float, base_bytes: list[int], limit: int) -> list[dict[str, Any]]:
+    """HBM in use over time from the allocator's trace (as recorded while
+    history is on), per device with activity at or after ``since_us``
+    (µs since the epoch), starting at ``base_bytes[device]``: {"device",
+    "events", "downsampled", "seconds", "bytes"}, at most about ``limit``
+    points, each run of points keeping its first, lowest, highest and last
+    (built in C++: csrc/aten/memory/usage_series.cpp)."""
+    return _C._memory_usage_since(since_us, base_bytes, limit)
+
+
 def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
     """Pickle _snapshot() to `filename`, for
     `python -m torch.cuda._memory_viz trace_plot <file> -o out.html` or

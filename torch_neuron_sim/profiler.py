@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import torch
 
@@ -108,6 +108,7 @@ class Timeline:
 
     def __init__(self) -> None:
         self.events: list[dict] = []
+        self.summary: Optional[dict] = None
         self._first: Optional[int] = None
 
     def start(self) -> "Timeline":
@@ -115,19 +116,19 @@ class Timeline:
         self._first = _C._prof_event_count()
         return self
 
-    def stop(self, consume: Optional[Callable[[list], None]] = None, chunk: int = 65536) -> "Timeline":
-        """Stops recording. The events go to ``self.events``, or, with
-        ``consume``, to that function in chunks of ``chunk`` events (a long run's
-        events are then never all Python objects at once)."""
+    def stop(self, events: bool = True, longest: int = 0) -> "Timeline":
+        """Stops recording. ``self.summary`` sums the events up (rows per op and
+        kind, seconds per bucket, each stream's busy seconds, the ``longest``
+        longest events), computed in C++ in one pass; ``self.events`` holds
+        every event as a dict unless ``events`` is False (a long run's report
+        then never turns them all into Python objects)."""
         if self._first is None:
             return self
         try:
             last = _C._prof_event_count()
-            if consume is None:
+            self.summary = _C._prof_summary(self._first, last, longest)
+            if events:
                 self.events = list(_C._prof_events(self._first, last))
-            else:
-                for i in range(self._first, last, chunk):
-                    consume(list(_C._prof_events(i, min(i + chunk, last))))
         finally:
             self._first = None
             _C._prof_remove_recorder()
@@ -290,35 +291,21 @@ class RunTimeline:
         return self
 
     def stop(self) -> dict:
-        import heapq
-        from .estimate import Totals
-        totals, longest, count, first = Totals(), [], [0], [None]
-
-        def consume(chunk: list) -> None:
-            for e in chunk:
-                totals.add(e)
-                count[0] += 1
-                if first[0] is None or e["start_ns"] < first[0]:
-                    first[0] = e["start_ns"]
-                item = (e["end_ns"] - e["start_ns"], count[0], e)
-                if len(longest) < self.keep:
-                    heapq.heappush(longest, item)
-                elif item[0] > longest[0][0]:
-                    heapq.heapreplace(longest, item)
+        from .estimate import from_summary
         try:
-            self._timeline.stop(consume)
+            self._timeline.stop(events=False, longest=self.keep)
         finally:
             if self._profile is not None:
                 self._profile.__exit__(None, None, None)
         if self._profile is not None:
             self._profile.export_chrome_trace(self.trace)
         m = cost_model()
-        d = totals.estimate(m["profile"], m["lnc"], model=m).to_dict()
-        kept = sorted((e for _, _, e in longest), key=lambda e: (e["start_ns"], e["device"], e["stream"]))
-        t0 = first[0] or 0
+        summary = self._timeline.summary or _C._prof_summary(0, 0, 0)  # never started: nothing recorded
+        d = from_summary(summary, m["profile"], m["lnc"], model=m).to_dict()
+        t0 = summary["first_start_ns"]
         d["events"] = [{"name": e["name"], "kind": e["kind"], "lane": f"neuron:{e['device']} stream {e['stream']}",
                         "start_ms": (e["start_ns"] - t0) / 1e6, "dur_ms": (e["end_ns"] - e["start_ns"]) / 1e6,
-                        "bound": e["bound"], "flops": e["flops"], "bytes": e["bytes"]} for e in kept]
-        d["events_total"] = count[0]
+                        "bound": e["bound"], "flops": e["flops"], "bytes": e["bytes"]} for e in summary["longest"]]
+        d["events_total"] = summary["count"]
         d["trace"] = self.trace
         return d

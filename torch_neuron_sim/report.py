@@ -119,23 +119,6 @@ def _host_copies() -> dict[str, float]:
     return dict(_C._host_copy_stats())
 
 
-def downsample(points: list[tuple[float, float]], limit: int) -> list[tuple[float, float]]:
-    """At most `limit` points of a time series: the points are cut into runs
-    of equal length (so bursts of activity keep their detail) and each run
-    keeps its first, lowest, highest and last points, in time order: peaks
-    and troughs survive."""
-    if len(points) <= limit:
-        return points
-    run = -(-len(points) // max(1, limit // 4))
-    out: list[tuple[float, float]] = []
-    for start in range(0, len(points), run):
-        chunk = points[start:start + run]
-        keep = {0, min(range(len(chunk)), key=lambda i: chunk[i][1]),
-                max(range(len(chunk)), key=lambda i: chunk[i][1]), len(chunk) - 1}
-        out.extend(chunk[i] for i in sorted(keep))
-    return out
-
-
 class _MemoryTimeline:
     """HBM in use over time, from the allocator's trace of allocs and frees
     (torch.neuron.memory._record_memory_history, sizes only). Switched on for
@@ -159,23 +142,15 @@ class _MemoryTimeline:
         self.available = mode in (None, "all")
 
     def stop(self) -> list[dict[str, Any]]:
-        traces = self._memory._snapshot()["device_traces"] if self.available else []
+        series = []
+        if self.available:
+            base = [self._base.get(i, 0) for i in range(torch.neuron.device_count())]
+            series = self._memory._usage_since(self._t0_us, base, MEMORY_POINTS)
         if self._owned and self._memory._history_mode is None:  # unless the program started its own meanwhile
             self._memory._record_sizes(False)
-        out = []
-        for i, trace in enumerate(traces):
-            events = [e for e in trace if e["time_us"] >= self._t0_us and e["action"] in ("alloc", "free_completed")]
-            if not events:
-                continue
-            in_use = self._base.get(i, 0)
-            points = [(0.0, float(in_use))]
-            for e in events:
-                in_use += e["size"] if e["action"] == "alloc" else -e["size"]
-                points.append(((e["time_us"] - self._t0_us) / 1e6, float(in_use)))
-            kept = downsample(points, MEMORY_POINTS)
-            out.append({"device": f"neuron:{i}", "events": len(events), "downsampled": len(kept) < len(points),
-                        "seconds": [round(t, 6) for t, _ in kept], "bytes": [int(b) for _, b in kept]})
-        return out
+        return [{"device": f"neuron:{u['device']}", "events": u["events"], "downsampled": u["downsampled"],
+                 "seconds": [round(t, 6) for t in u["seconds"]], "bytes": [int(b) for b in u["bytes"]]}
+                for u in series]
 
 
 class Report:

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "aten/memory/memory_history.h"
+#include "aten/memory/usage_series.h"
 #include "bindings/bindings.h"
 #include "runtime/debug_modes.h"
 #include "runtime/device.h"
@@ -125,6 +126,19 @@ void registerMemoryBindings(py::module_& m) {
   m.def("_record_memory_history", &history::recordHistory, py::arg("enabled"), py::arg("context"),
         py::arg("max_entries"), py::arg("clear_history"));
   m.def("_memory_snapshot", [] { return snapshotDict(history::snapshot()); });
+  m.def("_memory_usage_since", [](double since_us, const std::vector<uint64_t>& base_bytes, size_t limit) {
+    py::list out;
+    for (const auto& u : history::usageSince(since_us, base_bytes, limit)) {
+      py::dict d;
+      d["device"] = u.device;
+      d["events"] = u.events;
+      d["downsampled"] = u.downsampled;
+      d["seconds"] = u.seconds;
+      d["bytes"] = u.bytes;
+      out.append(d);
+    }
+    return out;
+  });
   m.def("_allocation_site",
         [](uintptr_t data) { return history::allocationSite(reinterpret_cast<const void*>(data)); });
   m.def("_check_guards", [] {

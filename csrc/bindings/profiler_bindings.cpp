@@ -6,6 +6,7 @@
 #include "profiler/timeline_api.h"
 #include "runtime/cost_model.h"
 #include "runtime/device_timeline.h"
+#include "runtime/timeline_summary.h"
 
 #include <tuple>
 
@@ -121,6 +122,38 @@ void registerProfilerBindings(py::module_& m) {
   m.def("_prof_events", [](uint64_t from, uint64_t to) {
     py::list out;
     for (const auto& e : runtime::events(from, to)) out.append(eventDict(e));
+    return out;
+  });
+  // The timeline summed up in C++ (timeline_summary.h): rows per (op, kind),
+  // the buckets, each stream's busy seconds and the `keep` longest events.
+  m.def("_prof_summary", [](uint64_t from, uint64_t to, size_t keep) {
+    const runtime::TimelineSummary s = runtime::summarize(from, to, keep);
+    const auto buckets = [](const runtime::BucketSeconds& b) {
+      py::dict d;
+      for (size_t k = 0; k < runtime::kBuckets; ++k) d[runtime::bucketName(static_cast<runtime::Bucket>(k))] = b[k];
+      return d;
+    };
+    py::list rows;
+    for (const auto& r : s.rows) {
+      py::dict d = buckets(r.buckets);
+      d["name"] = r.name ? *r.name : std::string();
+      d["kind"] = runtime::eventKindName(r.kind);
+      d["count"] = r.count;
+      d["seconds"] = r.seconds;
+      d["flops"] = r.flops;
+      d["bytes"] = r.bytes;
+      rows.append(d);
+    }
+    py::list busy, longest;
+    for (const auto& [stream, seconds] : s.busy) busy.append(py::make_tuple(stream.first, stream.second, seconds));
+    for (const auto& e : s.longest) longest.append(eventDict(e));
+    py::dict out;
+    out["rows"] = rows;
+    out["breakdown"] = buckets(s.breakdown);
+    out["busy"] = busy;
+    out["count"] = s.count;
+    out["first_start_ns"] = s.first_start_ns;
+    out["longest"] = longest;
     return out;
   });
   m.def("_prof_set_model_clock", &runtime::setModelClock);

@@ -7,11 +7,12 @@
 // round trip costs about as much as the add itself.
 //
 // Only the common call takes it: the op native, every tensor argument on one
-// neuron device (or a wrapped Python number), no 64-bit tensor, no profiler
-// recording, no migration report measuring op times. Any other
-// call, and any kernel error, goes through the boxed path, which owns every
-// rule (fallback, the 64-bit rule, error wording); so this file adds speed,
-// never behaviour. The ops listed always return a fresh tensor, never a view
+// neuron device (or a wrapped Python number), no 64-bit tensor. It times the
+// op for an active migration report and records its device event for a
+// profiler as runNative does (OpTimer, profiler::OpRecord), so profiling and
+// reporting keep the fast path. Any other call, and any kernel error, goes
+// through the boxed path, which owns every rule (fallback, the 64-bit rule,
+// error wording); so this file adds speed, never behaviour. The ops listed always return a fresh tensor, never a view
 // of an input (the boxed path's toDevice handles views; this one need not).
 #include "aten/execution/fast_path.h"
 
@@ -43,11 +44,13 @@
 
 #include <array>
 #include <atomic>
+#include <optional>
 
 #include "aten/execution/compile_cache.h"
 #include "aten/execution/execution.h"
 #include "aten/execution/fallback_policy.h"
 #include "aten/execution/op_table.h"
+#include "aten/execution/report_measures.h"
 #include "aten/execution/tensor_alias.h"
 #include "aten/memory/allocator.h"
 #include "aten/neuron.h"
@@ -104,25 +107,42 @@ struct Unboxed<Op, at::Tensor(Args...)> {
     static OpEntry& e = opEntry(handle());  // entries live as long as the process
     c10::DeviceIndex device = -1;
     if (!e.native.load(std::memory_order_relaxed) || e.host_kernel || C10_UNLIKELY(runtime::inBadFork()) ||
-        C10_UNLIKELY(profiler::recording() || reportActive()) || !(takes(args, device) && ...) || device < 0)
+        !(takes(args, device) && ...) || device < 0)
       return boxed(args...);
+    std::optional<at::Tensor> out = run(e, device, args...);
+    return out ? *std::move(out) : boxed(args...);
+  }
+
+  // The op on arena memory, or nullopt: the boxed path takes the call (and
+  // times and records it itself, so nothing here has counted it yet).
+  static std::optional<at::Tensor> run(OpEntry& e, c10::DeviceIndex device, Args... args) {
+    OpTimer timer(e);            // while a migration report measures: the op's wall time
     runtime::HostAccess access;  // NEURON_SIM_PROTECT: the kernel touches arena pages
     const std::array<c10::IValue, sizeof...(Args)> ivalues{c10::IValue(args)...};
+    std::optional<profiler::OpRecord> record;  // the op's device event, while a profiler records
+    if (C10_UNLIKELY(profiler::recording()) && !inGraphLaunch()) record.emplace(e.name, ivalues, device, false);
     const uint64_t signature = callSignature(e, ivalues);
     at::Tensor out;
     try {
       ArenaScope scope(device);
       out = Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), onHost(args)...);
     } catch (const c10::NotImplementedError&) {
-      return boxed(args...);  // a dtype the CPU kernel lacks: the boxed path widens it (dtype_widening.h)
+      timer.cancel();
+      return std::nullopt;  // a dtype the CPU kernel lacks: the boxed path widens it (dtype_widening.h)
     } catch (const c10::Error&) {
       if (!fallbackOnlyForUnimplemented()) throw;
-      return boxed(args...);  // the boxed path words this error
+      timer.cancel();
+      return std::nullopt;  // the boxed path words this error
     }
     out = adoptAsDevice(out, device);
     // Counted once the op succeeded, as in runNative.
     e.executed.fetch_add(1, std::memory_order_relaxed);
-    noteCompiled(e, signature);
+    const bool compiled = noteCompiled(e, signature);
+    if (C10_UNLIKELY(record)) {
+      if (compiled) profiler::recordCompile(e.name, device);  // on the timeline before the kernel's event
+      const c10::IValue result(out);
+      record->finish(c10::ArrayRef<c10::IValue>(&result, 1));
+    }
     return out;
   }
 };

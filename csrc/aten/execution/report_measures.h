@@ -23,6 +23,7 @@ class OpTimer {
       e_.time_ns.fetch_add(elapsedNs(), std::memory_order_relaxed);
   }
   bool on() const { return on_; }
+  void cancel() { on_ = false; }  // the call moves to another path, which times it
   uint64_t elapsedNs() const {
     return static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
@@ -32,7 +33,7 @@ class OpTimer {
 
  private:
   OpEntry& e_;
-  const bool on_;
+  bool on_;
   std::chrono::steady_clock::time_point start_{};
 };
 

@@ -125,17 +125,24 @@ const char* actionName(Action a) {
   return "?";
 }
 
+std::vector<std::vector<TraceEntry>> traces() {
+  State& s = state();
+  std::vector<std::vector<TraceEntry>> out(runtime::deviceCount());
+  std::lock_guard<std::mutex> g(s.mu);
+  for (size_t i = 0; i < out.size(); ++i) out[i].assign(s.traces[i].begin(), s.traces[i].end());
+  return out;
+}
+
 Snapshot snapshot() {
   State& s = state();
   Snapshot out;
   const int n = runtime::deviceCount();
   std::unordered_map<uintptr_t, Stack> sites;
-  out.device_traces.resize(n);
   {
     std::lock_guard<std::mutex> g(s.mu);
     sites = s.sites;
-    for (int i = 0; i < n; ++i) out.device_traces[i].assign(s.traces[i].begin(), s.traces[i].end());
   }
+  out.device_traces = traces();
   for (int i = 0; i < n; ++i) {
     runtime::Arena* a = runtime::reservedArena(i);
     if (!a) continue;

@@ -68,6 +68,9 @@ struct SnapshotSegment {
   std::vector<SnapshotBlock> blocks;  // in address order
 };
 
+// A copy of each device's trace, one vector per visible device.
+std::vector<std::vector<TraceEntry>> traces();
+
 struct Snapshot {
   std::vector<SnapshotSegment> segments;
   std::vector<std::vector<TraceEntry>> device_traces;  // one per device

@@ -1,0 +1,63 @@
+#include "aten/memory/usage_series.h"
+
+#include <algorithm>
+
+#include "aten/memory/memory_history.h"
+
+namespace neuron_sim::history {
+
+std::vector<size_t> downsample(const std::vector<double>& values, size_t limit) {
+  const size_t n = values.size();
+  std::vector<size_t> out;
+  if (n <= limit) {
+    out.resize(n);
+    for (size_t i = 0; i < n; ++i) out[i] = i;
+    return out;
+  }
+  const size_t runs = std::max<size_t>(1, limit / 4);
+  const size_t run = (n + runs - 1) / runs;
+  for (size_t start = 0; start < n; start += run) {
+    const size_t end = std::min(n, start + run);
+    size_t lo = start, hi = start;  // the first lowest and the first highest
+    for (size_t i = start; i < end; ++i) {
+      if (values[i] < values[lo]) lo = i;
+      if (values[i] > values[hi]) hi = i;
+    }
+    size_t keep[4] = {start, lo, hi, end - 1};
+    std::sort(keep, keep + 4);
+    for (size_t k = 0; k < 4; ++k)
+      if (k == 0 || keep[k] != keep[k - 1]) out.push_back(keep[k]);
+  }
+  return out;
+}
+
+std::vector<UsageSeries> usageSince(double since_us, const std::vector<uint64_t>& base_bytes, size_t limit) {
+  std::vector<UsageSeries> out;
+  const std::vector<std::vector<TraceEntry>> all = traces();
+  for (size_t device = 0; device < all.size(); ++device) {
+    std::vector<double> seconds{0.0}, bytes;
+    double in_use = device < base_bytes.size() ? static_cast<double>(base_bytes[device]) : 0.0;
+    bytes.push_back(in_use);
+    for (const TraceEntry& e : all[device]) {
+      if (static_cast<double>(e.time_us) < since_us) continue;
+      if (e.action == Action::kAlloc) in_use += static_cast<double>(e.size);
+      else if (e.action == Action::kFreeCompleted) in_use -= static_cast<double>(e.size);
+      else continue;
+      seconds.push_back((static_cast<double>(e.time_us) - since_us) / 1e6);
+      bytes.push_back(in_use);
+    }
+    if (seconds.size() == 1) continue;  // no activity on this device
+    const std::vector<size_t> kept = downsample(bytes, limit);
+    UsageSeries s{static_cast<int>(device), seconds.size() - 1, kept.size() < seconds.size(), {}, {}};
+    s.seconds.reserve(kept.size());
+    s.bytes.reserve(kept.size());
+    for (size_t i : kept) {
+      s.seconds.push_back(seconds[i]);
+      s.bytes.push_back(bytes[i]);
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace neuron_sim::history

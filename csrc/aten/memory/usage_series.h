@@ -1,0 +1,31 @@
+// HBM in use over time, per device, from the allocator's trace (the memory
+// history's allocs and completed frees): the migration report's HBM chart.
+// Built and downsampled here, in one pass, so a long run's history never
+// becomes one Python object per allocation. Plain C++.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace neuron_sim::history {
+
+struct UsageSeries {
+  int device;
+  uint64_t events;                 // allocs and frees in the window
+  bool downsampled;                // fewer points than events + 1
+  std::vector<double> seconds;     // since the window's start
+  std::vector<double> bytes;       // in use after each point's event
+};
+
+// The series of every device with trace entries at or after since_us (µs
+// since the Unix epoch), each starting at (0, base_bytes[device]), with at most
+// about `limit` points (downsample()).
+std::vector<UsageSeries> usageSince(double since_us, const std::vector<uint64_t>& base_bytes, size_t limit);
+
+// At most `limit` points of a series: the points are cut into runs of equal
+// length (so bursts of activity keep their detail) and each run keeps its
+// first, lowest, highest and last points, in time order: peaks and troughs
+// survive. Returns the indices kept.
+std::vector<size_t> downsample(const std::vector<double>& values, size_t limit);
+
+}  // namespace neuron_sim::history
