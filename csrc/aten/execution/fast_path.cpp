@@ -12,7 +12,8 @@
 // profiler as runNative does (OpTimer, profiler::OpRecord), so profiling and
 // reporting keep the fast path. Any other call, and any kernel error, goes
 // through the boxed path, which owns every rule (fallback, the 64-bit rule,
-// error wording); so this file adds speed, never behaviour. The ops listed always return a fresh tensor, never a view
+// error wording); so this file adds speed, never behaviour. The ops listed
+// always return a fresh tensor, never a view
 // of an input (the boxed path's toDevice handles views; this one need not).
 #include "aten/execution/fast_path.h"
 
