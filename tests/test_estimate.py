@@ -170,3 +170,26 @@ def test_estimate_of_a_compiled_step(tmp_path, monkeypatch):
     assert est.total_seconds < eager.total_seconds
     assert est.compile_seconds == pytest.approx(profiler.cost_model()["compile_s"])
     assert "graph" in str(est) or graph.name in str(est)
+
+
+def test_timeline_summary_sums_rows_and_keeps_the_longest_events_in_time_order():
+    """The C++ summary (runtime/timeline_summary.cpp) the report and estimate() read."""
+    torch.zeros(1, device="neuron")  # the device is up before recording
+    seconds = [0.003, 0.001, 0.005, 0.002, 0.004]
+    t = profiler.Timeline().start()
+    for i, s in enumerate(seconds):
+        profiler.record_compilation(f"g{i}", seconds=s)
+    profiler.record_compilation("g0", seconds=0.0005)
+    t.stop(events=False, longest=3)
+    s = t.summary
+    assert s["count"] == 6 and t.events == []
+    rows = {r["name"]: r for r in s["rows"]}
+    assert rows["g0"]["count"] == 2 and rows["g0"]["seconds"] == pytest.approx(0.0035)
+    assert all(r["kind"] == "compile" and r["compile"] == pytest.approx(r["seconds"]) for r in s["rows"])
+    assert s["breakdown"]["compile"] == pytest.approx(sum(seconds) + 0.0005)
+    assert s["breakdown"]["compute"] == s["breakdown"]["launch"] == 0
+    # The three longest (5, 4 and 3 ms), by start time: the stream runs them in issue order.
+    assert [e["name"] for e in s["longest"]] == ["g0", "g2", "g4"]
+    assert [e["start_ns"] for e in s["longest"]] == sorted(e["start_ns"] for e in s["longest"])
+    assert s["first_start_ns"] <= s["longest"][0]["start_ns"]
+    assert sum(b for _, _, b in s["busy"]) == pytest.approx(s["breakdown"]["compile"])

@@ -136,6 +136,14 @@ std::vector<DeviceEvent> events(uint64_t from, uint64_t to) {
           s.log.begin() + static_cast<ptrdiff_t>(to - s.log_base)};
 }
 
+void forEachEvent(uint64_t from, uint64_t to, const std::function<void(const DeviceEvent&)>& f) {
+  State& s = state();
+  std::lock_guard<std::mutex> g(s.mu);
+  from = std::max(from, s.log_base);
+  to = std::min(to, s.log_base + s.log.size());
+  for (uint64_t i = from; i < to; ++i) f(s.log[i - s.log_base]);
+}
+
 int64_t modelClockNs(int device, int64_t stream) {
   State& s = state();
   std::lock_guard<std::mutex> g(s.mu);

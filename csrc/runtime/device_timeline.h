@@ -11,6 +11,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -73,6 +74,9 @@ uint64_t addEvent(DeviceEvent e);
 // Events with index in [from, to): `to` = eventCount() at the time of the call.
 uint64_t eventCount();
 std::vector<DeviceEvent> events(uint64_t from, uint64_t to);
+// Calls f on each of those events in order, under the timeline's lock (no
+// copy of the log; recording on other threads waits meanwhile).
+void forEachEvent(uint64_t from, uint64_t to, const std::function<void(const DeviceEvent&)>& f);
 
 // The model clock of a stream, in ns: the modelled busy time so far.
 int64_t modelClockNs(int device, int64_t stream);

@@ -1,7 +1,6 @@
 #include "runtime/timeline_summary.h"
 
 #include <algorithm>
-#include <queue>
 #include <tuple>
 #include <unordered_map>
 
@@ -32,13 +31,15 @@ const char* bucketName(Bucket b) {
 
 TimelineSummary summarize(uint64_t from, uint64_t to, size_t keep) {
   TimelineSummary s;
-  const std::vector<DeviceEvent> log = events(from, to);
   std::unordered_map<const std::string*, std::array<int32_t, 8>> row_of;  // name -> row index per kind, -1: none
-  // A min-heap of (duration, index): its top is the shortest of the longest kept so far.
-  using Kept = std::pair<int64_t, size_t>;
-  std::priority_queue<Kept, std::vector<Kept>, std::greater<Kept>> longest;
-  for (size_t i = 0; i < log.size(); ++i) {
-    const DeviceEvent& e = log[i];
+  // A min-heap of (duration, order, event): its top is the shortest of the
+  // longest kept so far; only kept events are copied.
+  using Kept = std::tuple<int64_t, uint64_t, DeviceEvent>;
+  const auto shorter = [](const Kept& a, const Kept& b) {
+    return std::tie(std::get<0>(a), std::get<1>(a)) > std::tie(std::get<0>(b), std::get<1>(b));
+  };
+  std::vector<Kept> longest;
+  forEachEvent(from, to, [&](const DeviceEvent& e) {
     auto [it, fresh] = row_of.try_emplace(e.name);
     if (fresh) it->second.fill(-1);
     int32_t& r = it->second[static_cast<size_t>(e.kind)];
@@ -59,20 +60,24 @@ TimelineSummary summarize(uint64_t from, uint64_t to, size_t keep) {
     }
     s.busy[{e.device, e.stream}] += e.seconds;
     if (s.count == 0 || e.start_ns < s.first_start_ns) s.first_start_ns = e.start_ns;
-    ++s.count;
-    const Kept item{e.end_ns - e.start_ns, i};
-    if (longest.size() < keep) longest.push(item);
-    else if (keep > 0 && item.first > longest.top().first) { longest.pop(); longest.push(item); }
-  }
-  std::vector<size_t> kept;
-  kept.reserve(longest.size());
-  for (; !longest.empty(); longest.pop()) kept.push_back(longest.top().second);
-  std::sort(kept.begin(), kept.end(), [&](size_t a, size_t b) {
-    return std::tie(log[a].start_ns, log[a].device, log[a].stream, a) <
-           std::tie(log[b].start_ns, log[b].device, log[b].stream, b);
+    const int64_t duration = e.end_ns - e.start_ns;
+    const uint64_t order = s.count++;
+    if (longest.size() < keep) {
+      longest.emplace_back(duration, order, e);
+      std::push_heap(longest.begin(), longest.end(), shorter);
+    } else if (keep > 0 && duration > std::get<0>(longest.front())) {
+      std::pop_heap(longest.begin(), longest.end(), shorter);
+      longest.back() = Kept{duration, order, e};
+      std::push_heap(longest.begin(), longest.end(), shorter);
+    }
   });
-  s.longest.reserve(kept.size());
-  for (size_t i : kept) s.longest.push_back(log[i]);
+  std::sort(longest.begin(), longest.end(), [](const Kept& a, const Kept& b) {
+    const DeviceEvent &x = std::get<2>(a), &y = std::get<2>(b);
+    return std::tie(x.start_ns, x.device, x.stream, std::get<1>(a)) <
+           std::tie(y.start_ns, y.device, y.stream, std::get<1>(b));
+  });
+  s.longest.reserve(longest.size());
+  for (auto& k : longest) s.longest.push_back(std::get<2>(k));
   return s;
 }
 

@@ -133,6 +133,12 @@ std::vector<std::vector<TraceEntry>> traces() {
   return out;
 }
 
+void forEachTraceEntry(int device, const std::function<void(const TraceEntry&)>& f) {
+  State& s = state();
+  std::lock_guard<std::mutex> g(s.mu);
+  for (const TraceEntry& e : s.traces[device]) f(e);
+}
+
 Snapshot snapshot() {
   State& s = state();
   Snapshot out;

@@ -8,6 +8,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -70,6 +71,9 @@ struct SnapshotSegment {
 
 // A copy of each device's trace, one vector per visible device.
 std::vector<std::vector<TraceEntry>> traces();
+// Calls f on each entry of one device's trace in order, under the history's
+// lock (no copy; allocations that record meanwhile wait).
+void forEachTraceEntry(int device, const std::function<void(const TraceEntry&)>& f);
 
 struct Snapshot {
   std::vector<SnapshotSegment> segments;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "aten/memory/memory_history.h"
+#include "runtime/device.h"
 
 namespace neuron_sim::history {
 
@@ -33,19 +34,19 @@ std::vector<size_t> downsample(const std::vector<double>& values, size_t limit) 
 
 std::vector<UsageSeries> usageSince(double since_us, const std::vector<uint64_t>& base_bytes, size_t limit) {
   std::vector<UsageSeries> out;
-  const std::vector<std::vector<TraceEntry>> all = traces();
-  for (size_t device = 0; device < all.size(); ++device) {
+  const size_t devices = static_cast<size_t>(runtime::deviceCount());
+  for (size_t device = 0; device < devices; ++device) {
     std::vector<double> seconds{0.0}, bytes;
     double in_use = device < base_bytes.size() ? static_cast<double>(base_bytes[device]) : 0.0;
     bytes.push_back(in_use);
-    for (const TraceEntry& e : all[device]) {
-      if (static_cast<double>(e.time_us) < since_us) continue;
+    forEachTraceEntry(static_cast<int>(device), [&](const TraceEntry& e) {
+      if (static_cast<double>(e.time_us) < since_us) return;
       if (e.action == Action::kAlloc) in_use += static_cast<double>(e.size);
       else if (e.action == Action::kFreeCompleted) in_use -= static_cast<double>(e.size);
-      else continue;
+      else return;
       seconds.push_back((static_cast<double>(e.time_us) - since_us) / 1e6);
       bytes.push_back(in_use);
-    }
+    });
     if (seconds.size() == 1) continue;  // no activity on this device
     const std::vector<size_t> kept = downsample(bytes, limit);
     UsageSeries s{static_cast<int>(device), seconds.size() - 1, kept.size() < seconds.size(), {}, {}};
