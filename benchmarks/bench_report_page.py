@@ -11,7 +11,7 @@ each the median of N loads after a warm-up:
 * text and tables visible: when the browser painted the page's last text,
   its footer after every section (the footer's Element Timing entry, from
   navigation start): the header, the summary and every table are then on
-  screen. The page paints them before BokehJS runs (report_html.py starts it
+  screen. The page paints them before BokehJS runs (report/page.py starts it
   after the first paint);
 * every chart drawn: from navigation to Bokeh having built the view of every
   chart (measured here, around the browser).

@@ -102,7 +102,7 @@ def test_helpers_match_names_as_the_device_helpers_do():
 def test_tracking_rules_are_data_rendered_in_the_docs():
     from pathlib import Path
 
-    from torch_neuron_sim.native_ops import render_rules
+    from torch_neuron_sim.execution.native_ops import render_rules
 
     page = Path(__file__).resolve().parents[1] / "docs" / "op-tracking.md"
     assert page.read_text() == render_rules.render()

@@ -75,14 +75,3 @@ def test_comments_cite_only_the_repository():
     offenders = [f"{p.relative_to(ROOT)}:{n}" for p in files if p.name != "test_layout.py"
                  for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1) if cited.search(line)]
     assert not offenders, "cite the repository (state the fact, or name a docs/ page):\n" + "\n".join(offenders)
-
-
-def test_each_C_function_has_one_python_owner():
-    """One Python module per _C concept (docs/architecture.md, "One owner per
-    concept"): a _C function is called from one module only; others call that module."""
-    callers: dict[str, set[str]] = {}
-    for path in (ROOT / "torch_neuron_sim").rglob("*.py"):
-        for name in re.findall(r"(?<![\w.])_C\.(_\w+)", path.read_text()):
-            callers.setdefault(name, set()).add(str(path.relative_to(ROOT)))
-    shared = {name: sorted(mods) for name, mods in callers.items() if len(mods) > 1}
-    assert callers and not shared, f"_C functions called from more than one module: {shared}"

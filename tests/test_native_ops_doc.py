@@ -7,7 +7,7 @@ import torch
 
 import torch_neuron_sim
 from torch_neuron_sim import native_ops
-from torch_neuron_sim.native_ops import render
+from torch_neuron_sim.execution.native_ops import render
 
 
 @pytest.fixture(autouse=True)
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_doc_is_the_rendered_table():
     doc = ROOT / "docs" / "native-ops.md"
     assert doc.read_text() == render.render(), (
-        "docs/native-ops.md is stale: python -m torch_neuron_sim.native_ops.render > docs/native-ops.md")
+        "docs/native-ops.md is stale: python -m torch_neuron_sim.execution.native_ops.render > docs/native-ops.md")
 
 
 def test_every_entry_is_a_real_overload():

@@ -31,7 +31,7 @@ __version__ = "0.1.0"
 def _register() -> None:
     if torch._C._get_privateuse1_backend_name() != "neuron":
         torch.utils.rename_privateuse1_backend("neuron")
-    from . import neuron as _neuron_module
+    from .torch_neuronx import neuron as _neuron_module
 
     torch._register_device_module("neuron", _neuron_module)
     torch.utils.generate_methods_for_privateuse1_backend(
@@ -40,21 +40,24 @@ def _register() -> None:
 
 _register()
 
-from . import memory, native_ops, neuron, random, tracking  # noqa: E402
-from .device import (  # noqa: E402
+# The package is laid out by concept, as csrc/ is (docs/architecture.md, "Layer 3"):
+# device/, memory/, execution/, profiler/, report/, compile/, distributed/, testing/,
+# and torch_neuronx/ (the torch_neuronx API and torch.neuron). These are the public names.
+from . import memory, profiler  # noqa: E402
+from .device import random, stream_check, streams  # noqa: E402
+from .device.device import (  # noqa: E402
     current_device, device, device_count, get_device_properties, is_available, set_device, synchronize,
 )
+from .device.streams import Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: E402
 from .memory import (  # noqa: E402
     empty_cache, max_memory_allocated, max_memory_reserved, mem_get_info, memory_allocated, memory_reserved,
     memory_stats, memory_summary, reset_accumulated_memory_stats, reset_peak_memory_stats,
     set_per_process_memory_fraction,
 )
-from .fault_injection import inject_oom  # noqa: E402
-from .tracking import (  # noqa: E402
+from .memory.fault_injection import inject_oom  # noqa: E402
+from .execution import compile_cache, dtype_policy, native_ops, tracking  # noqa: E402
+from .execution.tracking import (  # noqa: E402
     clear_op_tracking, get_executed_ops, get_fallback_ops, get_op_counts, set_fallback_mode,
-)
-from .streams import (  # noqa: E402
-    Event, Stream, current_stream, default_stream, set_stream, stream,
 )
 
 tracking._install()
@@ -62,13 +65,12 @@ random._install()
 native_ops._load_default()
 
 # Trainium semantics and the migration report (docs/semantics.md, docs/migration-report.md)
-from . import compile_cache, dtype_policy, metrics, torch_neuronx  # noqa: E402
-from .torch_neuronx import install_torch_neuronx_alias  # noqa: E402
-from .report import report  # noqa: E402
+from . import torch_neuronx  # noqa: E402
+from .torch_neuronx import install_torch_neuronx_alias, metrics, neuron  # noqa: E402
+from .report.report import report  # noqa: E402
 
 # The simulated device timeline (docs/profiling.md)
-from . import profiler  # noqa: E402
-from .estimate import estimate  # noqa: E402
+from .profiler.estimate import estimate  # noqa: E402
 
 dtype_policy._install()
 compile_cache._install()
@@ -80,3 +82,25 @@ profiler._install()
 from . import distributed  # noqa: E402
 
 distributed._install()
+
+# Module paths from before the package was laid out by concept still import
+# (`import torch_neuron_sim.metrics`, `from torch_neuron_sim.stream_check import ...`).
+_MOVED_MODULES = {
+    "streams": streams, "stream_check": stream_check, "random": random, "tracking": tracking,
+    "dtype_policy": dtype_policy, "compile_cache": compile_cache, "native_ops": native_ops,
+    "metrics": metrics, "neuron": neuron,
+}
+
+
+def _alias_moved_modules() -> None:
+    import importlib
+    import sys
+    for old, module in _MOVED_MODULES.items():
+        sys.modules.setdefault(f"{__name__}.{old}", module)
+    for old, new in {"cuda_map": "device.cuda_map", "fault_injection": "memory.fault_injection",
+                     "estimate": "profiler.estimate", "report_html": "report.page",
+                     "torch_neuronx_utils": "torch_neuronx.utils"}.items():
+        sys.modules.setdefault(f"{__name__}.{old}", importlib.import_module(f"{__name__}.{new}"))
+
+
+_alias_moved_modules()

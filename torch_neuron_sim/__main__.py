@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 
     mapping = None
     if ns.map_cuda:
-        from torch_neuron_sim.cuda_map import map_cuda_to_neuron
+        from torch_neuron_sim.device.cuda_map import map_cuda_to_neuron
         mapping = map_cuda_to_neuron()
         mapping.__enter__()
     r = Report(many_shapes=ns.many_shapes, trace=ns.timeline).start()

@@ -13,6 +13,9 @@
 #include "aten/execution/report_measures.h"
 #include "aten/kernels/copy.h"
 #include "bindings/bindings.h"
+#include "profiler/record.h"
+#include "runtime/device.h"
+#include "runtime/device_timeline.h"
 
 namespace neuron_sim::bindings {
 
@@ -104,7 +107,27 @@ void registerExecutionBindings(py::module_& m) {
   m.def("_clear_compile_cache", &clearCompileCache);
   m.def("_set_compile_latency_ms", &setCompileLatencyMs);
   m.def("_compile_latency_ms", &compileLatencyMs);
-  m.def("_set_in_graph_launch", &setInGraphLaunch);
+  // One launch of a compiled graph, in one call from Python: the launching
+  // thread's device (a guard: the process default stays), the in-graph flag
+  // (its ops are a compiled unit's, not eager compilations), the graph itself
+  // (a Python callable), and its device event while the profiler records.
+  m.def("_launch_graph", [](const py::function& fn, const py::list& args, int device, bool unit,
+                            int64_t work) -> py::object {
+    const int64_t issued = work >= 0 && profiler::recording() ? runtime::wallNowNs() : 0;
+    const int prev = runtime::currentDevice();
+    if (prev != device) runtime::setCurrentDevice(device);
+    setInGraphLaunch(unit);
+    struct Restore {
+      int prev, device;
+      ~Restore() {
+        setInGraphLaunch(false);
+        if (prev != device) runtime::setCurrentDevice(prev);
+      }
+    } restore{prev, device};
+    py::object outs = fn(args);
+    if (issued) profiler::recordGraphRun(static_cast<uint64_t>(work), device, issued);
+    return outs;
+  });
   m.def("_set_metrics_enabled", &setMetricsEnabled);
   m.def("_metrics_enabled", &metricsEnabled);
   m.def("_compile_metrics", [] {

@@ -1,11 +1,11 @@
 // The upward path: the few places where C++ below this layer must call
 // Python. Each is a plain function pointer owned by the C++ that calls it,
 // set here at import to a function that takes the GIL and calls Python:
-//   fallback logger   aten/execution/fallback_policy.h  setFallbackAnnouncer   (tracking.py's logger)
-//   fallback reporter aten/execution/fallback_policy.h  setFallbackReporter    (report.py's recorder)
+//   fallback logger   aten/execution/fallback_policy.h  setFallbackAnnouncer   (execution/tracking.py's logger)
+//   fallback reporter aten/execution/fallback_policy.h  setFallbackReporter    (report/report.py's recorder)
 //   reclaim hook      aten/memory/allocator.h           setReclaimHook         (gc.collect before an OOM retry)
 //   stack capture     aten/memory/memory_history.h      history::setStackCapture (the allocating Python frames)
-//   collective report distributed/collective_stats.h    setCollectiveReporter  (report.py's recorder)
+//   collective report distributed/collective_stats.h    setCollectiveReporter  (report/report.py's recorder)
 //   copy router       aten/kernels/copy.h               setCopyRouter          (torch_neuronx's _nrt_copy_* entry points,
 //                                                                              only while a test wraps them)
 // Each callback gives up quietly once the interpreter is finalizing, and

@@ -10,12 +10,10 @@ semantics on the emulator — docs/compile.md.
   neff_cache.py       the persistent NEFF cache
   executors.py        Inductor / op-by-op executors and the launch wrapper
   inductor_device.py  Inductor's CPU code generation for the neuron device
-  dynamo_metrics.py   NeuronCompilationMetrics, Dynamo counters and phases
-  graphs.py           compiled-graph records for the migration report
+  dynamo_metrics.py   torch.neuron.get_dynamo_metrics(): the records under torch_neuronx's names, phases
+  graphs.py           the one record of each compiled graph (report, metrics, counters)
 
 Importing this package does not import Dynamo; torch.compile loads the
 backend on first use."""
-from .dynamo_metrics import (  # noqa: F401
-    NeuronCompilationMetrics, add_listener, get_dynamo_metrics, reset_dynamo_metrics,
-)
+from .dynamo_metrics import NeuronCompilationMetrics, add_listener, get_dynamo_metrics, reset_dynamo_metrics  # noqa: F401
 from .graphs import GraphRecord, graph_breaks, records  # noqa: F401

@@ -28,7 +28,7 @@ def decompositions() -> dict:
     from torch._inductor.decomposition import select_decomp_table
 
     from .graph_check import op_name
-    from .. import native_ops
+    from ..execution import native_ops
     native = set(native_ops.current())
     out = {}
     for op, fn in select_decomp_table().items():
@@ -80,7 +80,7 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], mode: Op
 
 def _decompositions_now() -> dict:
     # The native-op table can change at run time (native_ops.extend/load).
-    from .. import native_ops
+    from ..execution import native_ops
     return _decomp_for(native_ops.version())
 
 

@@ -22,7 +22,9 @@ from typing import Any, Callable
 
 import torch
 
-from .. import compile_cache, metrics, native_ops, profiler
+from ..execution import compile_cache, native_ops
+from ..torch_neuronx import metrics
+from .. import profiler
 from . import dynamo_metrics, executors, graph_check, graphs, neff_cache, retarget
 from .options import Options
 
@@ -70,24 +72,27 @@ def _recompile_reason() -> str | None:
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str, opts: Options) -> Callable:
     name = graph_name(opts.model_name)
     device = graph_device(example_inputs)
+    record = graphs.GraphRecord(name=name, kind=kind, graph_id="", node_count=0, device=str(device),
+                                executor=opts.executor, model_name=opts.model_name,
+                                recompile_reason=_recompile_reason())
 
     t0 = time.perf_counter()
     if retarget.needed(gm, example_inputs, device):
         gm = retarget.rewrite(gm, example_inputs, device)
         example_inputs = [retarget.input_on_device(x, device) for x in example_inputs]
     t1 = time.perf_counter()
-    dynamo_metrics.record_phase("torch_neuronx_fx_passes", t1 - t0)
+    dynamo_metrics.record_phase(record, "torch_neuronx_fx_passes", t1 - t0)
 
     bad = graph_check.non_native_ops(gm)
-    code = gm.code
-    key = neff_cache.key_of(code, signature(example_inputs), kind, str(device), opts.executor, native_ops.version(),
-                            torch.__version__)
-    nodes = graph_check.node_count(gm)
+    code, inputs = gm.code, signature(example_inputs)
+    record.graph_id = neff_cache.key_of(code, inputs, kind, str(device), opts.executor, native_ops.version(),
+                                        torch.__version__)
+    record.node_count = graph_check.node_count(gm)
+    record.has_collectives = graph_check.has_collectives(gm)
+    record.fallback_ops = bad
     t2 = time.perf_counter()
-    dynamo_metrics.record_phase("torch_neuronx_lower", t2 - t1)
+    dynamo_metrics.record_phase(record, "torch_neuronx_lower", t2 - t1)
 
-    record = graphs.GraphRecord(name=name, kind=kind, graph_id=key, node_count=nodes, device=str(device),
-                                executor=opts.executor, recompile_reason=_recompile_reason(), fallback_ops=bad)
     if bad:
         if fallback_execution_disabled():
             raise RuntimeError(
@@ -98,13 +103,12 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str
                     "%s. It runs as the eager graph (op by op, CPU fallbacks tracked)", name, ", ".join(bad))
         record.executor = "eager-fallback"
         fn = executors.graph(gm, example_inputs, kind)
-        dynamo_metrics.record_phase("torch_neuronx_compile", time.perf_counter() - t2)
     else:
         # The artifact: what identifies the compiled graph (not its name, which
         # numbers graphs in compile order and differs between processes).
-        payload = (f"// {kind} graph on {device}\n// inputs: {signature(example_inputs)}\n{code}").encode()
+        payload = (f"// {kind} graph on {device}\n// inputs: {inputs}\n{code}").encode()
         record.neff_bytes = len(payload)
-        record.cache = _lookup_or_compile(key, payload)
+        record.cache = _lookup_or_compile(record.graph_id, payload)
         if record.cache == "compiled":  # on the device timeline, at the model's compile latency
             profiler.record_compilation(f"compile {name}", device=device)
         if opts.executor == "inductor":
@@ -117,15 +121,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str
                 fn = executors.graph(gm, example_inputs, kind)
         else:
             fn = executors.graph(gm, example_inputs, kind)
-        elapsed = time.perf_counter() - t2
-        dynamo_metrics.record_phase("torch_neuronx_compile", elapsed)
-        m = dynamo_metrics.NeuronCompilationMetrics(
-            graph_id=key, graph_name=name, model_name=opts.model_name,
-            has_collectives=graph_check.has_collectives(gm), graph_node_count=nodes,
-            torch_neuronx_fx_passes_us=(t1 - t0) * 1e6, torch_neuronx_lower_us=(t2 - t1) * 1e6,
-            torch_neuronx_compile_us=elapsed * 1e6)
-        record.compile_seconds = elapsed
-        dynamo_metrics.record_compilation(m)
+    record.compile_seconds = time.perf_counter() - t2
+    dynamo_metrics.record_phase(record, "torch_neuronx_compile", record.compile_seconds)
     graphs.add(record)
     # A compiled unit's launches are device events costed from its kernels; a
     # graph that failed to compile runs op by op (each op its own event).

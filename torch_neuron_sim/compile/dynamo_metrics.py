@@ -1,7 +1,8 @@
-"""The real backend's torch.compile metrics: one NeuronCompilationMetrics
-per compiled graph (torch.neuron.get_dynamo_metrics()), the Dynamo counters
-counters["neuron"]["compiled_graphs"] / ["graphs_with_collectives"], and the
-compile phases in torch._dynamo.utils.compilation_time_metrics (seconds),
+"""The real backend's torch.compile metrics over the one record of each graph
+(graphs.py): torch.neuron.get_dynamo_metrics() gives a NeuronCompilationMetrics
+per compiled graph, with torch_neuronx's field names; Dynamo's
+counters["neuron"]["compiled_graphs"] / ["graphs_with_collectives"] count them;
+the compile phases go to torch._dynamo.utils.compilation_time_metrics (seconds),
 which torch._dynamo.utils.compile_times() prints:
   torch_neuronx_fx_passes   graph rewrites before lowering (64-bit narrowing)
   torch_neuronx_lower       checking the graph against the device (native ops, cache key)
@@ -11,13 +12,10 @@ Counters live in Dynamo's `counters`, which survives torch._dynamo.reset()
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
-from typing import Callable, Optional
+from typing import Callable
 
-_lock = threading.Lock()
-_records: list["NeuronCompilationMetrics"] = []
-_listeners: list[Callable[["NeuronCompilationMetrics"], None]] = []
+from . import graphs
 
 PHASES = ("torch_neuronx_fx_passes", "torch_neuronx_lower", "torch_neuronx_compile")
 
@@ -35,55 +33,30 @@ class NeuronCompilationMetrics:
     torch_neuronx_lower_us: float = 0.0
     torch_neuronx_compile_us: float = 0.0
 
+    @classmethod
+    def of(cls, r: graphs.GraphRecord) -> "NeuronCompilationMetrics":
+        us = {f"{phase}_us": r.phase_seconds.get(phase, 0.0) * 1e6 for phase in PHASES}
+        return cls(graph_id=r.graph_id, graph_name=r.name, model_name=r.model_name, has_collectives=r.has_collectives,
+                   graph_node_count=r.node_count, timestamp=r.timestamp, **us)
 
-def _counters():
-    from torch._dynamo.utils import counters
-    return counters
 
-
-def record_phase(phase: str, seconds: float) -> None:
+def record_phase(record: graphs.GraphRecord, phase: str, seconds: float) -> None:
     from torch._dynamo.utils import compilation_time_metrics
     compilation_time_metrics.setdefault(phase, []).append(seconds)
-
-
-def record_compilation(m: NeuronCompilationMetrics) -> None:
-    c = _counters()
-    with _lock:
-        _records.append(m)
-        c["neuron"]["compiled_graphs"] += 1
-        if m.has_collectives:
-            c["neuron"]["graphs_with_collectives"] += 1
-        listeners = list(_listeners)
-    for fn in listeners:
-        fn(m)
+    record.phase_seconds[phase] = seconds
 
 
 def add_listener(fn: Callable[[NeuronCompilationMetrics], None]) -> Callable[[], None]:
-    """Call fn(metrics) after each graph compilation (the profiler turns
-    them into device events). Returns a function that removes it."""
-    with _lock:
-        _listeners.append(fn)
-
-    def remove() -> None:
-        with _lock:
-            if fn in _listeners:
-                _listeners.remove(fn)
-    return remove
+    """Call fn(metrics) after each graph compilation (for profilers). Returns a
+    function that removes it."""
+    return graphs.add_listener(lambda record: fn(NeuronCompilationMetrics.of(record)))
 
 
 def get_dynamo_metrics() -> list[NeuronCompilationMetrics]:
     """torch.neuron.get_dynamo_metrics(): every graph compiled since the last reset."""
-    with _lock:
-        return list(_records)
+    return [NeuronCompilationMetrics.of(r) for r in graphs.compiled_since_metrics_reset()]
 
 
 def reset_dynamo_metrics() -> None:
-    """torch.neuron.reset_dynamo_metrics(): forget the records and the counters."""
-    with _lock:
-        _records.clear()
-    import sys
-    if "torch._dynamo" in sys.modules:  # nothing was compiled if Dynamo never loaded
-        c = _counters()
-        c["neuron"].clear()
-
-
+    """torch.neuron.reset_dynamo_metrics(): forget the metrics and the counters."""
+    graphs.reset_metrics()

@@ -21,8 +21,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from .. import _C, profiler
-from ..device import _set_thread_device, current_device
+from .. import _C
 from . import retarget
 
 _TRUE = ("1", "true", "yes", "on")
@@ -96,7 +95,8 @@ class Launch:
         self.device = device
         self.mutated = mutated
         self.on_launch = on_launch
-        self.work = work  # the graph's kernels for the device timeline (profiler.register_graph)
+        self.index = device.index if device.index is not None else 0
+        self.work = -1 if work is None else work  # the graph's kernels on the device timeline (profiler.register_graph)
 
     def __call__(self, args: list) -> Any:
         # Common case first: every tensor input already on the graph's device
@@ -117,22 +117,9 @@ class Launch:
 
     def _run(self, call_args: list) -> Any:
         """One launch under a device guard for the graph's device (Inductor's
-        code names no device index), counted as a compiled unit's launch."""
-        issued = profiler.now_ns() if self.work is not None and profiler.recording() else 0
-        index = self.device.index
-        prev = current_device()
-        if prev != index:  # this thread only, as a device guard: the process default stays
-            _set_thread_device(index)
-        _C._set_in_graph_launch(self.unit)
-        try:
-            outs = self.fn(call_args)
-        finally:
-            _C._set_in_graph_launch(False)
-            if prev != index:
-                _set_thread_device(prev)
-        if issued:  # one device event for the launch (its ops recorded none of their own)
-            profiler.record_graph_run(self.work, self.device, issued)
-        return outs
+        code names no device index), counted as a compiled unit's launch, and
+        one device event while the profiler records: one call into C++."""
+        return _C._launch_graph(self.fn, call_args, self.index, self.unit, self.work)
 
     def _call_general(self, args: list) -> Any:
         """Inputs on the host, on another device, or 64-bit integers."""

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import torch
 
-from .. import native_ops, tracking
+from ..distributed.collective_ops import is_collective
+from ..execution import native_ops, tracking
 
-COLLECTIVE_NAMESPACES = ("_c10d_functional", "_c10d_functional_autograd", "c10d", "c10d_functional")
 # Graph plumbing AOTAutograd and the partitioner emit (no device computation).
 _PLUMBING = {"aten::_to_copy", "aten::copy_", "aten::copy", "aten::clone", "aten::empty", "aten::empty_strided",
              "aten::empty_like", "aten::zeros", "aten::zeros_like", "aten::ones", "aten::ones_like",
@@ -34,7 +34,7 @@ def non_native_ops(gm: torch.fx.GraphModule) -> list[str]:
         ns = base.partition("::")[0]
         if name in native or base in native or base in _PLUMBING or base in untracked or ns == "prims":
             continue
-        if ns in COLLECTIVE_NAMESPACES:
+        if is_collective(node.target):
             continue
         if ns != "aten" and torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1"):
             continue  # a custom op with a device kernel (torch.library.custom_op(device_types="neuron"))
@@ -43,12 +43,7 @@ def non_native_ops(gm: torch.fx.GraphModule) -> list[str]:
 
 
 def has_collectives(gm: torch.fx.GraphModule) -> bool:
-    for node in gm.graph.nodes:
-        if node.op == "call_function" and isinstance(node.target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
-            ns = node.target.name().split("::")[0] if hasattr(node.target, "name") else ""
-            if ns in COLLECTIVE_NAMESPACES:
-                return True
-    return False
+    return any(node.op == "call_function" and is_collective(node.target) for node in gm.graph.nodes)
 
 
 def node_count(gm: torch.fx.GraphModule) -> int:

@@ -16,17 +16,9 @@ import os
 from typing import Any
 
 from .. import _C
-from ..device import _select as _select_device, device_count as _device_count
+from ..device.device import _select as _select_device, device_count as _device_count
 
 BACKEND = "neuron"
-
-# The c10d operator of each collective the backend runs (op tracking names).
-COLLECTIVE_OPS = (
-    "c10d::allreduce_", "c10d::allreduce_coalesced_", "c10d::allgather_", "c10d::_allgather_base_",
-    "c10d::allgather_coalesced_", "c10d::allgather_into_tensor_coalesced_", "c10d::broadcast_", "c10d::reduce_",
-    "c10d::reduce_scatter_", "c10d::_reduce_scatter_base_", "c10d::reduce_scatter_tensor_coalesced_",
-    "c10d::alltoall_", "c10d::alltoall_base_", "c10d::gather_", "c10d::scatter_", "c10d::barrier",
-)
 
 
 def _local_rank() -> int | None:

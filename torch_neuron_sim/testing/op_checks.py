@@ -10,8 +10,10 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from ..device import synchronize
-from ..tracking import clear_op_tracking, get_executed_ops, get_fallback_ops, get_op_counts, host_device_copies
+from ..device.device import synchronize
+from ..execution.tracking import (
+    clear_op_tracking, get_executed_ops, get_fallback_ops, get_op_counts, host_device_copies,
+)
 
 
 def _ran(name: str, executed: list[str]) -> bool:

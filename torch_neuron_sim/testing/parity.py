@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Iterator
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from .. import dtype_policy, native_ops
+from ..execution import dtype_policy, native_ops
 from .op_checks import fallback_snapshot, fallbacks_since
 
 # ---- tolerances ------------------------------------------------------------

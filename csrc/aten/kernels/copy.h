@@ -12,7 +12,7 @@ uint64_t hostDeviceCopies();  // since the process started
 
 // A hook that sees every copy between host and device: torch_neuronx's test
 // helpers count host bounces by wrapping its _C._nrt_copy_* entry points, and
-// while one is wrapped (torch_neuron_sim/torch_neuronx.py) every such copy is
+// while one is wrapped (torch_neuron_sim/torch_neuronx/__init__.py) every such copy is
 // handed to the hook, which copies through them.
 using CopyRouter = void (*)(const at::Tensor& src, const at::Tensor& dst);
 void setCopyRouter(CopyRouter router);  // nullptr (the default): copies run directly

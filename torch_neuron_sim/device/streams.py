@@ -18,9 +18,9 @@ from typing import Any, Optional
 
 import torch
 
-from . import _C
+from .. import _C
 from .device import _checked, _DeviceLike, _set_thread_device, current_device, set_device
-from .device import synchronize as synchronize  # re-exported: torch.neuron.synchronize
+from .device import synchronize  # re-exported: torch.neuron.synchronize
 
 # c10::DeviceType::PrivateUse1: the device type number torch.Stream carries.
 _DEVICE_TYPE = 20

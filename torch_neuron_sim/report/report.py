@@ -15,7 +15,7 @@ and the simulated device timeline: every device event costed by the cost
 model (an estimate, docs/profiling.md), with its total by bucket and per op.
 
 One model, `Report.data` (a dict of plain values), feeds all three outputs:
-text(), to_json() and the HTML page (report_html.py). Sections other issues
+text(), to_json() and the HTML page (page.py). Sections other parts of the package
 add to `data` appear in the JSON as they are and on the page as tables (or a
 timeline chart), without changes here; docs/migration-report.md says how.
 
@@ -43,8 +43,9 @@ from typing import Any, Optional
 
 import torch
 
-from . import _C, compile_cache, dtype_policy, tracking
-from .device import is_initialized as _device_initialized, machine as _machine
+from .. import _C
+from ..execution import compile_cache, dtype_policy, tracking
+from ..device.device import is_initialized as _device_initialized, machine as _machine
 
 MANY_SHAPES = 16  # an op compiled for at least this many signatures is a dynamic-shape risk
 # HBM over time keeps at most this many points per device (per time slice
@@ -86,7 +87,7 @@ def _record_collective(op_name: str, nbytes: int) -> None:
 
 
 def _snapshot() -> dict[str, Any]:
-    from .compile import graphs
+    from ..compile import graphs
     return {
         "ops": {s["name"]: s for s in tracking.op_stats()},
         "unsupported": tracking.unsupported_features(),
@@ -102,7 +103,7 @@ def _torch_compile(before: dict[str, Any], now: dict[str, Any]) -> dict[str, Any
     forward/backward/inference, node count, compiled or run eagerly and why,
     NEFF cache outcome, Dynamo's recompile reason, launches) and Dynamo's
     graph breaks with their reasons."""
-    from .compile import graphs
+    from ..compile import graphs
     recs = [r.as_dict() for r in graphs.records()[before["graphs"]:]]
     breaks = [{"reason": reason, "count": n - before["graph_breaks"].get(reason, 0)}
               for reason, n in now["graph_breaks"].items() if n - before["graph_breaks"].get(reason, 0)]
@@ -126,7 +127,7 @@ class _MemoryTimeline:
     the report reads the same trace."""
 
     def __init__(self):
-        from . import memory
+        from .. import memory
         self._memory = memory
         self._owned = False
         self.available = True
@@ -169,8 +170,8 @@ class Report:
         self._collective_bytes: Counter = Counter()  # (c10d op, site) -> bytes
         self._start: dict[str, Any] = {}
         self._memory = _MemoryTimeline()
-        from .profiler import RunTimeline
-        from .report_html import TIMELINE_EVENTS
+        from .run_timeline import RunTimeline
+        from .page import TIMELINE_EVENTS
         self._device = RunTimeline(trace, keep=TIMELINE_EVENTS)  # the events the page can draw
 
     # ---- collecting ------------------------------------------------------------
@@ -294,7 +295,7 @@ class Report:
 
     def to_html(self) -> str:
         """The report as one self-contained HTML page (charts, sortable tables)."""
-        from .report_html import render
+        from .page import render
         return render(self.data)
 
     def write_html(self, path: str) -> None:
@@ -302,115 +303,13 @@ class Report:
             f.write(self.to_html())
 
     def text(self) -> str:
-        d = self.data
-        out = ["", "=" * 78, " torch_neuron_sim migration report"
-               f"  (native-op table {d['native_op_table']}, dtype policy {d['dtype_policy']})", "=" * 78]
-        fb = d["fallback_ops"]
-        out.append(f"\nOps that fall back to CPU on Trainium: {len(fb)} op(s), "
-                   f"{sum(f['count'] for f in fb)} call(s)")
-        for f in fb:
-            copied = f"  {_size(f['bytes_copied'])} copied" if "bytes_copied" in f else ""
-            out.append(f"  {f['op']:<58} {f['count']:>8} call(s){copied}")
-            for s in f["sites"][:5]:
-                out.append(f"      {s['count']:>6} x  {_short(s['site'])}")
-            if len(f["sites"]) > 5:
-                out.append(f"      ... {len(f['sites']) - 5} more source line(s)")
-        if not fb:
-            out.append("  none: every op ran natively")
-        nat = d["native_ops"]
-        out.append(f"\nNative ops (run on the NeuronCore): {len(nat)} op(s), {sum(n['count'] for n in nat)} call(s)")
-        for n in nat[:12]:
-            out.append(f"  {n['op']:<58} {n['count']:>8} call(s)")
-        if len(nat) > 12:
-            out.append(f"  ... and {len(nat) - 12} more (--json lists all)")
-        dc = d["downcasts_64bit"]
-        out.append(f"\n64-bit values computed in 32 bits (native ops): {len(dc)} op(s)")
-        for c in dc:
-            out.append(f"  {c['op']:<58} float64->float32: {c['float64']:>6}   int64->int32: {c['int64']:>6}")
-        out.append(f"  casts to/from 64-bit types done on the host: {d['host_casts_64bit']}")
-        hc = d.get("host_copies")
-        if hc is not None:
-            out.append(f"\nHost <-> device copies outside fallbacks (.cpu(), .to(), .item()): {hc['count']}, "
-                       f"{_size(hc['bytes'])}")
-        un = d["unsupported_features"]
-        out.append(f"\nUnsupported features hit: {len(un)}")
-        for u in un:
-            out.append(f"  {u['feature']:<58} {u['count']:>8} time(s)")
-        co = d.get("collectives", [])
-        out.append(f"\nCollectives (c10d backend 'neuron'): {sum(c['count'] for c in co)} call(s), "
-                   f"{_size(sum(c['bytes'] for c in co))} moved")
-        for c in co:
-            out.append(f"  {c['op']:<44} {c['count']:>8} call(s) {_size(c['bytes']):>12}")
-            for s in c["sites"][:5]:
-                out.append(f"      {s['count']:>6} x  {_short(s['site'])}  ({_size(s['bytes'])})")
-            if len(c["sites"]) > 5:
-                out.append(f"      ... {len(c['sites']) - 5} more source line(s)")
-        out.append("\nPeak HBM per device (allocated, against capacity):")
-        for m in d["memory"]:
-            out.append(f"  {m['device']:<10} {_gib(m['peak_bytes'])} of {_gib(m['capacity_bytes'])} "
-                       f"({100 * m['fraction']:.2f}%)")
-        if not d["memory"]:
-            out.append("  no device memory used")
-        c = d["compilation"]
-        out.append(f"\nEager compilations (distinct op signatures): {c['distinct_signatures']}, "
-                   f"cache hits: {c['cache_hits']}")
-        if c["simulated_ms_per_compile"]:
-            out.append(f"  simulated compile time: {c['simulated_ms_per_compile'] * c['distinct_signatures'] / 1000:.2f} s"
-                       f" ({c['simulated_ms_per_compile']:g} ms each, NEURON_SIM_COMPILE_MS)")
-        out.append(f"  ops with >= {c['many_shapes_threshold']} signatures (dynamic-shape risk under torch.compile): "
-                   f"{len(c['ops_with_many_shapes'])}")
-        for m in c["ops_with_many_shapes"][:10]:
-            out.append(f"  {m['op']:<58} {m['signatures']:>8} signatures")
-        if len(c["ops_with_many_shapes"]) > 10:
-            out.append(f"  ... and {len(c['ops_with_many_shapes']) - 10} more (--json lists all)")
-        tc = d.get("torch_compile")
-        if tc and (tc["graphs"] or tc["graph_breaks"]):
-            out.append(f"\ntorch.compile(backend='neuron'): {tc['compiled_graphs']} graph(s) compiled, "
-                       f"{tc['fallback_graphs']} run eagerly (failed to compile), {tc['recompiles']} recompile(s), "
-                       f"{sum(b['count'] for b in tc['graph_breaks'])} graph break(s)")
-            for g in tc["graphs"][:20]:
-                what = (f"eager: no Neuron lowering for {', '.join(g['fallback_ops'])}"
-                        if g["executor"] == "eager-fallback" else f"{g['executor']}, cache {g['cache']}")
-                out.append(f"  {g['name']:<40} {g['node_count']:>5} nodes  {g['launches']:>6} launch(es)  {what}")
-                if g["recompile_reason"]:
-                    out.append(f"      recompiled because: {g['recompile_reason']}")
-            if len(tc["graphs"]) > 20:
-                out.append(f"  ... and {len(tc['graphs']) - 20} more (--json lists all)")
-            for b in tc["graph_breaks"][:10]:
-                out.append(f"  graph break x{b['count']}: {b['reason']}")
-        t = d.get("device_timeline")
-        if t and t["events_total"]:
-            out.append(f"\nSimulated device timeline: ESTIMATE from the cost model ({t['profile']} at LNC={t['lnc']}, "
-                       "docs/profiling.md)" + (f"; trace written to {t['trace']}" if t.get("trace") else ""))
-            out.append(f"  {t['events_total']} device event(s); busiest stream {t['total_seconds'] * 1e3:.3f} ms: "
-                       + ", ".join(f"{b} {v * 1e3:.3f} ms" for b, v in t["breakdown"].items() if v))
-            for o in t["ops"][:8]:
-                out.append(f"  {o['name'][:50]:<50} {o['count']:>6} x {o['seconds'] * 1e6 / o['count']:>10.1f} us"
-                           f"  {o['bound']}")
-        if d.get("error"):
-            out.append(f"\nThe program raised: {d['error']}")
-        out.append("=" * 78)
-        return "\n".join(out) + "\n"
-
-
-def _short(site: str) -> str:
-    cwd = os.getcwd() + os.sep
-    return site[len(cwd):] if site.startswith(cwd) else site
-
-
-def _size(n: int) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
-
-
-def _gib(n: int) -> str:
-    return f"{n / 2**30:.3f} GiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
+        """The report as plain text (what `python -m torch_neuron_sim report` prints)."""
+        from .text import render_text
+        return render_text(self.data)
 
 
 def _version() -> str:
-    from . import __version__
+    from .. import __version__
     return __version__
 
 
@@ -420,7 +319,7 @@ def _profile() -> dict[str, Any]:
 
 
 def _native_table_version() -> str:
-    from . import native_ops
+    from ..execution import native_ops
     return native_ops.version()
 
 

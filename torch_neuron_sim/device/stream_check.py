@@ -20,7 +20,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from . import _C
+from .. import _C
 from .device import current_device
 from .streams import _DEVICE_TYPE, current_stream_id
 

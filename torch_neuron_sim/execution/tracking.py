@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 
-from . import _C
+from .. import _C
 
 logger = logging.getLogger("torch_neuron_sim")
 
@@ -38,7 +38,7 @@ def get_op_counts() -> dict[str, dict[str, int]]:
 def clear_op_tracking() -> None:
     """Reset the executed and fallback records (collective counts included)."""
     _C._clear_op_tracking()
-    from . import distributed  # imported after tracking (the package's __init__)
+    from .. import distributed  # imported after tracking (the package's __init__)
     distributed.clear_collective_counts()
 
 

@@ -16,7 +16,7 @@ from typing import Iterable
 
 import torch
 
-from . import _C
+from .. import _C
 from .device import _checked, _DeviceLike, device_count
 
 
@@ -65,6 +65,11 @@ def set_rng_state_all(new_states: Iterable[torch.Tensor]) -> None:
 
 
 RNG_ENV = "NEURON_SIM_RNG"
+
+
+def default_generator(device: int = 0) -> torch.Generator:
+    """The default generator of neuron device `device` (torch_neuronx's `_C._get_default_generator`)."""
+    return _C._get_default_generator(device)
 
 
 def set_rng_source(source: str) -> None:

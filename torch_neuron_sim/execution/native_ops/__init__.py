@@ -18,7 +18,7 @@ from typing import Iterable, Iterator
 
 import torch
 
-from .. import _C
+from ... import _C
 
 DEFAULT_TABLE = "torchneuron-2.14-beta"
 _HERE = Path(__file__).parent

@@ -14,9 +14,9 @@ from typing import Any, Iterable, Iterator
 
 import torch
 
-from . import native_ops
-from .device import current_device, machine
-from .streams import launch_blocking
+from ..execution import native_ops
+from ..device.device import current_device, machine
+from ..device.streams import launch_blocking
 
 
 def _env_is(name: str, default: str, *truthy: str) -> bool:

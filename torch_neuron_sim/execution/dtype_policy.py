@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import os
 
-from . import _C, tracking
+from .. import _C
+from . import tracking
 
 POLICIES = ("trainium", "exact")
 

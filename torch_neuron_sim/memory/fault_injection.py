@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _C
+from .. import _C
 
 
 class inject_oom:

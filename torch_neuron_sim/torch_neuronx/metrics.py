@@ -21,7 +21,7 @@ import dataclasses
 import os
 from typing import Iterable, Optional
 
-from . import _C
+from .. import _C
 
 _COUNTERS = {
     "CompilationCache.TotalCompilations": "total_compilations",

@@ -8,8 +8,8 @@ import pickle
 import sys
 from typing import Any
 
-from . import _C
-from .device import _checked, _DeviceLike, device_count
+from .. import _C
+from ..device.device import _checked, _DeviceLike, device_count
 
 
 def memory_stats(device: _DeviceLike = None) -> dict[str, Any]:

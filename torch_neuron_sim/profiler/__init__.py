@@ -23,13 +23,17 @@ from typing import Any, Iterator, Optional, Sequence
 
 import torch
 
-from . import _C
-from .device import machine as _device_machine
+from .. import _C
+from ..distributed.collective_ops import is_collective
+from ..device.device import machine as _device_machine
 
 TIMING_ENV = "NEURON_SIM_TIMING"  # "model": torch.neuron.Event.elapsed_time reads the model's clock
 
 _CONSTANTS = ("launch_overhead_s", "host_device_bytes_per_s", "transfer_latency_s", "compile_s",
               "collective_latency_s")
+# What bounds a device event, named once in C++ (runtime/timeline_summary.cpp):
+# the summary of an empty stretch lists every bucket, in order.
+BUCKETS: tuple[str, ...] = tuple(_C._prof_summary(0, 0, 0)["breakdown"])
 _DEFAULT_LNC = {"trn1": 1, "trn2": 2, "trn3": 2}
 
 
@@ -110,6 +114,10 @@ class Timeline:
         self.events: list[dict] = []
         self.summary: Optional[dict] = None
         self._first: Optional[int] = None
+
+    def summary_or_empty(self) -> dict:
+        """The summary, or that of an empty stretch when recording never started."""
+        return self.summary or _C._prof_summary(0, 0, 0)
 
     def start(self) -> "Timeline":
         _C._prof_add_recorder()
@@ -230,7 +238,7 @@ def register_graph(name: str, gm: torch.fx.GraphModule) -> int:
             continue
         if n.target.is_view or "val" not in n.meta:
             continue  # views move no bytes and do no arithmetic
-        if n.target.namespace in ("_c10d_functional", "c10d", "_dtensor"):
+        if is_collective(n.target):
             continue  # collectives are device events of their own (the process group records them)
         ins, crossing = [], 0
         for a in n.all_input_nodes:
@@ -261,51 +269,9 @@ def model_clock_ms(device: int = 0, stream: int = 0) -> float:
 def _install() -> None:
     # The Kineto session lives in its own extension (built with USE_KINETO); it reads
     # the device timeline of _C through a table of functions handed over here.
-    from . import _kineto
+    from .. import _kineto
     _kineto._connect(_C._prof_timeline_api())
     mode = os.environ.get(TIMING_ENV, "").strip().lower()
     if mode not in ("", "wall", "model"):
         raise ValueError(f"{TIMING_ENV}={mode!r}: use 'wall' (the default) or 'model'")
     _C._prof_set_model_clock(mode == "model")
-
-
-class RunTimeline:
-    """The device timeline of a whole run, for the migration report
-    (``report --timeline trace.json`` also writes the Chrome/Perfetto trace).
-    ``stop()`` returns plain data, marked as an estimate: the modelled time
-    by bucket and per op, and the ``keep`` longest device events (start and
-    duration in ms from the first event, on lanes "neuron:D stream S")."""
-
-    def __init__(self, trace: Optional[str] = None, keep: int = 5000) -> None:
-        self.trace = trace
-        self.keep = keep
-        self._timeline = Timeline()
-        self._profile: Any = None
-
-    def start(self) -> "RunTimeline":
-        if self.trace:
-            from torch.profiler import ProfilerActivity, profile
-            self._profile = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1])
-            self._profile.__enter__()
-        self._timeline.start()
-        return self
-
-    def stop(self) -> dict:
-        from .estimate import from_summary
-        try:
-            self._timeline.stop(events=False, longest=self.keep)
-        finally:
-            if self._profile is not None:
-                self._profile.__exit__(None, None, None)
-        if self._profile is not None:
-            self._profile.export_chrome_trace(self.trace)
-        m = cost_model()
-        summary = self._timeline.summary or _C._prof_summary(0, 0, 0)  # never started: nothing recorded
-        d = from_summary(summary, m["profile"], m["lnc"], model=m).to_dict()
-        t0 = summary["first_start_ns"]
-        d["events"] = [{"name": e["name"], "kind": e["kind"], "lane": f"neuron:{e['device']} stream {e['stream']}",
-                        "start_ms": (e["start_ns"] - t0) / 1e6, "dur_ms": (e["end_ns"] - e["start_ns"]) / 1e6,
-                        "bound": e["bound"], "flops": e["flops"], "bytes": e["bytes"]} for e in summary["longest"]]
-        d["events_total"] = summary["count"]
-        d["trace"] = self.trace
-        return d

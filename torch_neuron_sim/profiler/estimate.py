@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from . import profiler as _profiler
+from .. import profiler as _profiler
 
-BUCKETS = ("compute", "memory", "fallback", "transfer", "launch", "collective", "compile")
+BUCKETS = _profiler.BUCKETS
 
 
 @dataclass

@@ -7,7 +7,7 @@ from typing import Any, Union
 
 import torch
 
-from . import _C
+from .. import _C
 
 _DeviceLike = Union[int, str, torch.device, None]
 

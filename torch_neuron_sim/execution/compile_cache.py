@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 
-from . import _C, tracking
+from .. import _C
+from . import tracking
 
 
 def set_compile_latency_ms(ms: float) -> None:

@@ -19,16 +19,20 @@ import os
 import sys
 from typing import Any, Callable
 
-from . import _C as _core, compile_cache, memory, metrics, streams as _streams
-from .device import device as _device_context
-from .device import current_device, device_count, get_device_properties, set_device, synchronize
-from .memory import (
+from .. import _C as _core
+from ..execution import compile_cache
+from .. import memory
+from . import metrics
+from ..device import random as _random, streams as _streams
+from ..device.device import device as _device_context
+from ..device.device import current_device, device_count, get_device_properties, set_device, synchronize
+from ..memory import (
     empty_cache, max_memory_allocated, max_memory_reserved, memory_allocated, memory_reserved, memory_stats,
     memory_summary, reset_accumulated_memory_stats, reset_peak_memory_stats,
 )
-from . import tracking
-from .device import _lazy_init as _device_lazy_init, is_initialized as _device_is_initialized
-from .tracking import clear_op_tracking, get_executed_ops, get_fallback_ops
+from ..execution import tracking
+from ..device.device import _lazy_init as _device_lazy_init, is_initialized as _device_is_initialized
+from ..execution.tracking import clear_op_tracking, get_executed_ops, get_fallback_ops
 
 __version__ = "0.1.0"  # the public torch_neuronx pre-release this API follows
 
@@ -92,7 +96,7 @@ class _CInternals:
 
     @staticmethod
     def _get_default_generator(device: int = 0) -> Any:
-        return _core._get_default_generator(device)
+        return _random.default_generator(device)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(_core, name)
@@ -133,13 +137,13 @@ def _lazy_init() -> None:
 
 def get_dynamo_metrics() -> list:
     """One NeuronCompilationMetrics per graph torch.compile(backend="neuron") compiled."""
-    from .compile import get_dynamo_metrics
+    from ..compile import get_dynamo_metrics
     return get_dynamo_metrics()
 
 
 def reset_dynamo_metrics() -> None:
     """Forget the graph metrics and the Dynamo counters["neuron"] counters."""
-    from .compile import reset_dynamo_metrics
+    from ..compile import reset_dynamo_metrics
     reset_dynamo_metrics()
 
 
@@ -196,7 +200,7 @@ class NeuronProfiler:
     def start(self) -> "NeuronProfiler":
         if self.is_active():
             raise NRTProfilerError("NeuronProfiler is already active; call stop() before start()")
-        from . import profiler as sim_profiler
+        from .. import profiler as sim_profiler
         self.profiler = self._torch.profiler.profile(activities=self.pytorch_activities,
                                                      record_shapes=self.record_shapes)
         self.profiler.__enter__()
@@ -217,7 +221,7 @@ class NeuronProfiler:
 
     def _write_device_events(self, events: list) -> None:
         import json
-        from . import profiler as sim_profiler
+        from .. import profiler as sim_profiler
         if self.event_filters is not None:
             events = [e for e in events if e["kind"] in self.event_filters]
         os.makedirs(self.neuron_output_dir, exist_ok=True)
@@ -272,7 +276,7 @@ def install_torch_neuronx_alias() -> None:
     """Make `import torch_neuronx` (and torch_neuronx.metrics / .memory /
     .utils / ._C) resolve to the emulator in this process. Opt-in: it
     shadows a real torch_neuronx installation."""
-    from . import torch_neuronx_utils
+    from . import utils as torch_neuronx_utils
 
     this = sys.modules[__name__]
     this.utils = torch_neuronx_utils
