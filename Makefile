@@ -10,9 +10,10 @@ PIP    := $(VENV)/bin/pip
 STAMPS := .stamps
 # Building imports torch; our own backend must not autoload half-built.
 # ccache, where installed, makes rebuilds of unchanged files (other
-# worktrees, clean clones on the same machine) near-free; optional.
+# worktrees, clean clones on the same machine) near-free; optional. The base is
+# the checkout, so the venv's torch headers are relative paths too (a hit in any clone).
 CCACHE_DIR_PATH := $(wildcard /usr/lib/ccache)
-BUILD_ENV := TORCH_DEVICE_BACKEND_AUTOLOAD=0 MAX_JOBS=2 $(if $(CCACHE_DIR_PATH),PATH=$(CCACHE_DIR_PATH):$$PATH CCACHE_BASEDIR=$(CURDIR)/csrc CCACHE_NOHASHDIR=1)
+BUILD_ENV := TORCH_DEVICE_BACKEND_AUTOLOAD=0 MAX_JOBS=2 $(if $(CCACHE_DIR_PATH),PATH=$(CCACHE_DIR_PATH):$$PATH CCACHE_BASEDIR=$(CURDIR) CCACHE_NOHASHDIR=1)
 
 .PHONY: setup ext demo test test-deep test-sanitize op-coverage dtype-widening bench clean docs browser screenshot
 
