@@ -273,3 +273,24 @@ def test_native_op_that_raises_is_neither_executed_nor_compiled(tracked):
     assert compile_cache.op_signatures().get("aten::add.Tensor", {"compilations": 0})["compilations"] == before
     assert (a + a).sum().item() == 6  # the process is usable, and a good call counts
     assert tracked.get_op_counts()["aten::add.Tensor"]["executed"] == 1
+
+
+def test_device_check_on_a_fast_path_op_runs_on_the_common_call(tracked):
+    """mm on float32 neuron tensors is the fast path's common call; once the
+    op has a device check, every call runs it (the op leaves the fast path),
+    and without it the fast path serves mm again."""
+    from torch_neuron_sim import _C
+
+    a = torch.randn(8, 8).to("neuron")
+    expected = a.cpu() @ a.cpu()
+    _C._set_refusing_check("aten::mm", "mm refused by the device's check")
+    try:
+        with pytest.raises(ValueError, match="mm refused by the device's check"):
+            torch.mm(a, a)  # float32: the fast path's dtype
+        with pytest.raises(ValueError, match="mm refused by the device's check"):
+            torch.mm(a.double(), a.double())  # float64: the 64-bit rule's (boxed) path
+    finally:
+        _C._set_refusing_check("aten::mm", None)
+    assert tracked.get_op_counts().get("aten::mm", {"executed": 0})["executed"] == 0  # refused calls never ran
+    torch.testing.assert_close(torch.mm(a, a).cpu(), expected)
+    assert tracked.get_op_counts()["aten::mm"]["executed"] == 1

@@ -41,6 +41,24 @@ def test_only_bindings_know_python():
     assert not offenders, "only csrc/bindings/ may include Python or pybind11:\n" + "\n".join(offenders)
 
 
+# The layers from the floor up (docs/architecture.md, "The layers"): a file
+# includes its own layer and the ones below, never one above, so no two
+# layers include each other.
+LAYERS = ["runtime", "aten", "profiler", "distributed", "bindings"]
+
+
+def test_no_layer_includes_one_above_it():
+    assert sorted(p.name for p in CSRC.iterdir() if p.is_dir()) == sorted(LAYERS), "a new csrc/ layer: rank it"
+    upward = [
+        f"{path.relative_to(ROOT)}: #include \"{name}\" ({name.split('/')[0]} is above {path.relative_to(CSRC).parts[0]})"
+        for path in sources()
+        for kind, name in includes(path)
+        if kind == '"' and name.split("/")[0] in LAYERS
+        and LAYERS.index(name.split("/")[0]) > LAYERS.index(path.relative_to(CSRC).parts[0])
+    ]
+    assert not upward, "an include climbs a layer:\n" + "\n".join(upward)
+
+
 def test_quoted_includes_are_spelled_from_csrc_and_exist():
     bad = [
         f"{path.relative_to(ROOT)}: #include \"{name}\""

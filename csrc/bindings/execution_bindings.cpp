@@ -4,6 +4,11 @@
 // (.compile_cache, .metrics), and what the migration report reads (.report).
 #include <torch/csrc/utils/pybind.h>
 
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
 #include "aten/execution/compile_cache.h"
 #include "aten/execution/dtype_policy.h"
 #include "aten/execution/dtype_widening.h"
@@ -27,6 +32,30 @@ void registerExecutionBindings(py::module_& m) {
   m.def("_register_native_kernels", &registerNativeKernels);
   m.def("_register_autograd_passthrough", &registerAutogradPassthrough);
   m.def("_host_kernel_names", &hostKernelNames);
+  // A device check that refuses every call of one op overload with a
+  // ValueError carrying `message` (None removes it): for tests that see where
+  // device checks run (op_table.h, registerPrecondition).
+  m.def("_set_refusing_check", [](const std::string& name, std::optional<std::string> message) {
+    static std::mutex mu;
+    static auto* messages = new std::unordered_map<std::string, std::string>();
+    {
+      std::lock_guard<std::mutex> g(mu);
+      if (message) (*messages)[name] = *message;
+      else messages->erase(name);
+    }
+    Precondition refuse = nullptr;
+    if (message)
+      refuse = [](const c10::OperatorHandle& op, const torch::jit::Stack&) {
+        const auto& n = op.schema().operator_name();
+        std::string text;
+        {
+          std::lock_guard<std::mutex> g(mu);
+          text = messages->at(n.overload_name.empty() ? n.name : n.name + "." + n.overload_name);
+        }
+        TORCH_CHECK_VALUE(false, text);
+      };
+    registerPrecondition(name, refuse);
+  });
   // tracking.rules, as torch_neuron_sim.native_ops reads it
   m.def("_set_tracking_rules", [](std::unordered_map<std::string, std::string> record,
                                   std::vector<std::string> never, std::vector<std::string> exempt,

@@ -4,6 +4,7 @@
 #include "bindings/bindings.h"
 #include "profiler/record.h"
 #include "profiler/timeline_api.h"
+#include "runtime/correlation.h"
 #include "runtime/cost_model.h"
 #include "runtime/device_timeline.h"
 #include "runtime/timeline_summary.h"
@@ -33,7 +34,7 @@ int elemBytesOf(const std::string& dtype) {
 // [(sizes, dtype name), ...] as the Python side describes tensors.
 std::vector<TensorShape> shapesOf(const std::vector<std::pair<std::vector<int64_t>, std::string>>& ts) {
   std::vector<TensorShape> out;
-  for (const auto& [sizes, dtype] : ts) out.push_back({sizes, elemBytesOf(dtype), mathOf(dtype)});
+  for (const auto& [sizes, dtype] : ts) out.push_back(TensorShape::of(sizes, elemBytesOf(dtype), mathOf(dtype)));
   return out;
 }
 
@@ -106,8 +107,8 @@ const profiler::TimelineApi kApi = {
     &runtime::removeRecorder,
     &runtime::eventCount,
     [](uint64_t from, uint64_t to, std::vector<runtime::DeviceEvent>* out) { *out = runtime::events(from, to); },
-    &profiler::pushCorrelation,
-    &profiler::popCorrelation,
+    &runtime::pushCorrelation,
+    &runtime::popCorrelation,
 };
 
 }  // namespace

@@ -10,27 +10,25 @@ constexpr double T = 1e12;
 
 double bytesOf(const TensorShape& t) { return static_cast<double>(t.numel()) * t.elem_bytes; }
 
-double lastDim(const std::vector<TensorShape>& ts, size_t i) {
-  if (i >= ts.size() || ts[i].sizes.empty()) return 1;
-  return static_cast<double>(ts[i].sizes.back());
+double lastDim(ShapeList ts, size_t i) {
+  if (i >= ts.size() || ts[i].dims == 0) return 1;
+  return static_cast<double>(ts[i].last);
 }
 
-double numelOf(const std::vector<TensorShape>& ts, size_t i) {
-  return i < ts.size() ? static_cast<double>(ts[i].numel()) : 0;
-}
+double numelOf(ShapeList ts, size_t i) { return i < ts.size() ? static_cast<double>(ts[i].numel()) : 0; }
 
 // Weights of a convolution are [C_out, C_in / groups, k...]: one output
 // element takes C_in / groups * prod(k) multiply-adds.
-double macsPerOutput(const std::vector<TensorShape>& ts, size_t weight) {
-  if (weight >= ts.size() || ts[weight].sizes.empty() || ts[weight].sizes[0] == 0) return 0;
-  return numelOf(ts, weight) / static_cast<double>(ts[weight].sizes[0]);
+double macsPerOutput(ShapeList ts, size_t weight) {
+  if (weight >= ts.size() || ts[weight].dims == 0 || ts[weight].first == 0) return 0;
+  return numelOf(ts, weight) / static_cast<double>(ts[weight].first);
 }
 
 // Attention over q [..., L, E], k [..., S, E], v [..., S, Ev]: the two
 // matmuls QK^T and PV, 2*L*S*E + 2*L*S*Ev per batch and head.
-double attentionFlops(const std::vector<TensorShape>& ts, size_t q) {
-  if (q + 2 >= ts.size() || ts[q].sizes.size() < 2 || ts[q + 1].sizes.size() < 2) return 0;
-  const double e = lastDim(ts, q), s = static_cast<double>(ts[q + 1].sizes[ts[q + 1].sizes.size() - 2]);
+double attentionFlops(ShapeList ts, size_t q) {
+  if (q + 2 >= ts.size() || ts[q].dims < 2 || ts[q + 1].dims < 2) return 0;
+  const double e = lastDim(ts, q), s = static_cast<double>(ts[q + 1].second_last);
   const double ev = lastDim(ts, q + 2);
   const double rows = numelOf(ts, q) / std::max(e, 1.0);  // batch * heads * L
   return 2 * rows * s * e + 2 * rows * s * ev;
@@ -38,10 +36,15 @@ double attentionFlops(const std::vector<TensorShape>& ts, size_t q) {
 
 }  // namespace
 
-int64_t TensorShape::numel() const {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  return n;
+TensorShape TensorShape::of(const int64_t* sizes, size_t dims, int elem_bytes, MathClass math) {
+  TensorShape t;
+  for (size_t i = 0; i < dims; ++i) t.elements *= sizes[i];
+  t.dims = static_cast<int>(dims);
+  if (dims >= 1) t.first = sizes[0], t.last = sizes[dims - 1];
+  if (dims >= 2) t.second_last = sizes[dims - 2];
+  t.elem_bytes = elem_bytes;
+  t.math = math;
+  return t;
 }
 
 OpFormula formulaOf(std::string_view name) {
@@ -76,7 +79,7 @@ OpFormula formulaOf(std::string_view name) {
   return OpFormula::kElementwise;
 }
 
-Work workOf(OpFormula f, const std::vector<TensorShape>& in, const std::vector<TensorShape>& out) {
+Work workOf(OpFormula f, ShapeList in, ShapeList out) {
   Work w;
   for (const auto& t : in) w.bytes += bytesOf(t);
   for (const auto& t : out) w.bytes += bytesOf(t);

@@ -16,13 +16,34 @@ namespace neuron_sim::runtime {
 // bits on the device (docs/semantics.md), so they count as fp32.
 enum class MathClass : uint8_t { kFp8 = 0, kBf16 = 1, kFp32 = 2 };
 
-// What the model needs of one tensor: its shape and element size as stored
-// on the device (8-byte types are stored as 4-byte ones).
+// What the model needs of one tensor: the sizes its formulas read and its
+// element size as stored on the device (8-byte types are stored as 4-byte
+// ones). A fixed-size summary, so the op path records one without allocating.
 struct TensorShape {
-  std::vector<int64_t> sizes;
+  int64_t elements = 1;  // the product of the sizes
+  int dims = 0;
+  int64_t first = 1, second_last = 1, last = 1;  // sizes[0], sizes[dims - 2], sizes[dims - 1] (1 where absent)
   int elem_bytes = 4;
   MathClass math = MathClass::kFp32;
-  int64_t numel() const;
+  static TensorShape of(const int64_t* sizes, size_t dims, int elem_bytes, MathClass math);
+  static TensorShape of(const std::vector<int64_t>& sizes, int elem_bytes, MathClass math) {
+    return of(sizes.data(), sizes.size(), elem_bytes, math);
+  }
+  int64_t numel() const { return elements; }
+};
+
+// Tensors as the model reads them: a view of shapes held elsewhere.
+struct ShapeList {
+  const TensorShape* data = nullptr;
+  size_t count = 0;
+  ShapeList() = default;
+  ShapeList(const TensorShape* d, size_t n) : data(d), count(n) {}
+  ShapeList(const std::vector<TensorShape>& v) : data(v.data()), count(v.size()) {}  // NOLINT: implicit on purpose
+  size_t size() const { return count; }
+  bool empty() const { return count == 0; }
+  const TensorShape& operator[](size_t i) const { return data[i]; }
+  const TensorShape* begin() const { return data; }
+  const TensorShape* end() const { return data + count; }
 };
 
 // The arithmetic of one op, by formula: matmul-like ops count 2*M*N*K,
@@ -41,7 +62,7 @@ struct Work {
   double bytes = 0;  // HBM traffic: every input read once, every output written once
   MathClass math = MathClass::kFp32;
 };
-Work workOf(OpFormula f, const std::vector<TensorShape>& inputs, const std::vector<TensorShape>& outputs);
+Work workOf(OpFormula f, ShapeList inputs, ShapeList outputs);
 
 // One Trainium generation's chip figures (AWS Neuron architecture pages for
 // Trainium, Trainium2 and Trainium3; trn1 from older Neuron docs).

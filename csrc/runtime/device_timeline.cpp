@@ -34,6 +34,8 @@ State& state() {
   return *s;
 }
 
+std::atomic<uint64_t> g_model_generation{0};
+
 void updateUsers(State& s) { g_timeline_users.store(s.recorders + (s.model_clock ? 1 : 0)); }
 
 CostModel defaultModel() {
@@ -84,7 +86,10 @@ void setCostModel(const CostModel& m) {
   State& s = state();
   std::lock_guard<std::mutex> g(s.mu);
   s.model = std::make_shared<const CostModel>(m);
+  g_model_generation.fetch_add(1);
 }
+
+uint64_t costModelGeneration() { return g_model_generation.load(std::memory_order_acquire); }
 
 std::shared_ptr<const CostModel> costModel() {
   State& s = state();

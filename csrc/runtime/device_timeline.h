@@ -64,6 +64,7 @@ bool modelClockOn();
 // The model used for new events (default: the machine's profile and LNC).
 void setCostModel(const CostModel& m);
 std::shared_ptr<const CostModel> costModel();
+uint64_t costModelGeneration();  // changes whenever setCostModel installs another model
 
 const std::string* internName(std::string_view name);
 

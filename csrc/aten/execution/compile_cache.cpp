@@ -4,8 +4,6 @@
 #include <chrono>
 #include <thread>
 
-#include "aten/execution/dtype_policy.h"
-
 namespace neuron_sim {
 namespace {
 
@@ -14,26 +12,6 @@ std::atomic<uint64_t> g_generation{1};  // bumped when signatures are forgotten
 std::atomic<bool> g_metrics{false};
 std::atomic<uint64_t> g_compilations{0}, g_hits{0}, g_misses{0};
 std::atomic<uint64_t> g_samples{0}, g_total_ns{0}, g_min_ns{UINT64_MAX}, g_max_ns{0};
-
-inline uint64_t mix(uint64_t h, uint64_t v) {  // FNV-1a over 64-bit words
-  return (h ^ v) * 0x100000001b3ULL;
-}
-
-// The dtype the compiler sees: 64-bit types are compiled as 32-bit ones.
-inline uint64_t compiledDtype(at::ScalarType s) {
-  if (dtypePolicy() == DtypePolicy::kTrainium) {
-    if (s == at::kDouble) s = at::kFloat;
-    else if (s == at::kLong) s = at::kInt;
-  }
-  return static_cast<uint64_t>(s);
-}
-
-inline uint64_t mixTensor(uint64_t h, const at::Tensor& t) {
-  if (!t.defined()) return mix(h, 0xdead);
-  h = mix(h, compiledDtype(t.scalar_type()) << 8 | static_cast<uint64_t>(t.dim()));
-  for (int64_t s : t.sizes()) h = mix(h, static_cast<uint64_t>(s));
-  return h;
-}
 
 void recordTime(uint64_t ns) {
   g_samples.fetch_add(1, std::memory_order_relaxed);
@@ -45,25 +23,6 @@ void recordTime(uint64_t ns) {
 }
 
 }  // namespace
-
-// Tensors contribute dtype and shape; ints, bools and int lists (dims,
-// sizes) shape the graph too. Floating scalars do not: the real backend
-// passes them as 0-d tensors to avoid recompiles.
-uint64_t callSignature(const OpEntry& e, c10::ArrayRef<c10::IValue> args) {
-  uint64_t h = mix(0xcbf29ce484222325ULL, reinterpret_cast<uintptr_t>(&e));
-  for (const c10::IValue& v : args) {
-    if (v.isTensor()) h = mixTensor(h, v.toTensor());
-    else if (v.isInt()) h = mix(h, static_cast<uint64_t>(v.toInt()));
-    else if (v.isBool()) h = mix(h, v.toBool() ? 3 : 5);
-    else if (v.isNone()) h = mix(h, 7);
-    else if (v.isList())
-      for (const c10::IValue& x : v.toListRef()) {
-        if (x.isTensor()) h = mixTensor(h, x.toTensor());
-        else if (x.isInt()) h = mix(h, static_cast<uint64_t>(x.toInt()));
-      }
-  }
-  return h;
-}
 
 namespace {
 // Set on the thread running a compiled graph (torch.compile): the graph was

@@ -6,18 +6,33 @@
 // signature hashes per op, with the real metric names and an optional
 // simulated compile latency so first-step cost is visible.
 #pragma once
-#include <ATen/core/ivalue.h>
+#include <ATen/core/Tensor.h>
 
 #include <cstdint>
 
+#include "aten/execution/dtype_policy.h"
 #include "aten/execution/op_table.h"
 
 namespace neuron_sim {
 
-// The call's signature: a hash of the op and what shapes the graph (tensor
-// dtypes as compiled and shapes, ints, bools). Taken before the kernel runs,
-// while the stack still holds the arguments.
-uint64_t callSignature(const OpEntry& e, c10::ArrayRef<c10::IValue> args);
+// A call's signature: a hash (FNV-1a over 64-bit words) of the op and what
+// shapes its graph - tensor dtypes as compiled and shapes, ints, bools, absent
+// arguments. Floating scalars do not: the real backend passes them as 0-d
+// tensors to avoid recompiles. The call's walk (call_facts.h) feeds it each
+// argument in order, before the kernel runs.
+inline uint64_t signatureMix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ULL; }
+inline uint64_t signatureStart(const OpEntry& e) {
+  return signatureMix(0xcbf29ce484222325ULL, reinterpret_cast<uintptr_t>(&e));
+}
+inline uint64_t signatureTensor(uint64_t h, const at::Tensor& t) {  // t defined
+  h = signatureMix(h, static_cast<uint64_t>(computedDtype(t.scalar_type())) << 8 | static_cast<uint64_t>(t.dim()));
+  for (int64_t s : t.sizes()) h = signatureMix(h, static_cast<uint64_t>(s));
+  return h;
+}
+inline uint64_t signatureUndefined(uint64_t h) { return signatureMix(h, 0xdead); }
+inline uint64_t signatureInt(uint64_t h, int64_t v) { return signatureMix(h, static_cast<uint64_t>(v)); }
+inline uint64_t signatureBool(uint64_t h, bool b) { return signatureMix(h, b ? 3 : 5); }
+inline uint64_t signatureNone(uint64_t h) { return signatureMix(h, 7); }
 // After the op succeeded: looks the signature up; on a miss counts a
 // compilation and waits the simulated compile latency. Cost of a hit: a
 // per-thread table lookup (a short lock the first time this thread sees it).

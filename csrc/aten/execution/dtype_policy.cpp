@@ -10,9 +10,7 @@ std::atomic<uint64_t> g_host_casts64{0};
 
 bool wide(const at::Tensor& t) {
   // The real policy leaves 0-dim tensors at full width (Python scalars arrive as 0-dim tensors).
-  if (!t.defined() || t.dim() == 0) return false;
-  const auto s = t.scalar_type();
-  return s == at::kDouble || s == at::kLong;
+  return t.defined() && t.dim() != 0 && isWide(t.scalar_type());
 }
 
 // int64 values as int32 arithmetic leaves them: wrapped to 32 bits.
@@ -64,7 +62,7 @@ void readDtypeFacts(OpEntry& e, const c10::FunctionSchema& schema) {
     const auto& real = args[i].real_type();
     auto real_opt = real->cast<c10::OptionalType>();
     const bool is_dtype = (real_opt ? real_opt->getElementType() : real)->kind() == c10::TypeKind::ScalarTypeType;
-    if (is_dtype) e.dtype_args.push_back(i);
+    if (is_dtype && i < 64) e.dtype_arg_mask |= uint64_t{1} << i;
     const bool list = inner->kind() == c10::TypeKind::ListType;
     const auto elem = list ? inner->castRaw<c10::ListType>()->getElementType() : inner;
     const auto elem_inner = elem->cast<c10::OptionalType>() ? elem->castRaw<c10::OptionalType>()->getElementType() : elem;
@@ -80,17 +78,7 @@ void clearHostCasts64() { g_host_casts64 = 0; }
 void setDtypePolicy(DtypePolicy policy) { g_policy = policy; }
 DtypePolicy dtypePolicy() { return g_policy.load(std::memory_order_relaxed); }
 
-bool narrowArguments(OpEntry& e, torch::jit::Stack* stack, size_t first, size_t nargs, Narrowed& n) {
-  if (!e.may_downcast || dtypePolicy() == DtypePolicy::kExact) return false;
-  // The common case costs one dtype check per tensor argument.
-  bool any = false;
-  for (size_t i = 0; i < nargs && !any; ++i) any = anyWide((*stack)[first + i]);
-  for (size_t i : e.dtype_args) {
-    const c10::IValue& v = (*stack)[first + i];
-    if (v.isInt()) any |= v.toInt() == static_cast<int64_t>(at::kDouble) || v.toInt() == static_cast<int64_t>(at::kLong);
-  }
-  if (!any) return false;
-
+void narrowArguments(OpEntry& e, torch::jit::Stack* stack, size_t first, size_t nargs, Narrowed& n) {
   for (size_t i = 0; i < nargs; ++i) {
     c10::IValue& v = (*stack)[first + i];
     const bool writes = i < 64 && (e.written_args >> i) & 1;
@@ -120,8 +108,8 @@ bool narrowArguments(OpEntry& e, torch::jit::Stack* stack, size_t first, size_t 
           if (x.isTensor() && x.toTensor().defined()) n.writes.push_back(x.toTensor().unsafeGetTensorImpl());
     }
   }
-  for (size_t i : e.dtype_args) {
-    c10::IValue& v = (*stack)[first + i];
+  for (uint64_t mask = e.dtype_arg_mask; mask; mask &= mask - 1) {
+    c10::IValue& v = (*stack)[first + __builtin_ctzll(mask)];
     if (!v.isInt()) continue;
     if (v.toInt() == static_cast<int64_t>(at::kDouble)) {
       n.f64 = true;
@@ -132,7 +120,6 @@ bool narrowArguments(OpEntry& e, torch::jit::Stack* stack, size_t first, size_t 
       e.downcasts_i64.fetch_add(1, std::memory_order_relaxed);
     }
   }
-  return true;
 }
 
 namespace {

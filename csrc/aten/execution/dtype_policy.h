@@ -15,6 +15,14 @@ enum class DtypePolicy { kTrainium, kExact };  // kExact: NEURON_SIM_DTYPE_POLIC
 void setDtypePolicy(DtypePolicy policy);
 DtypePolicy dtypePolicy();
 
+// The dtypes the rule is about: the device has no 64-bit arithmetic for them.
+inline bool isWide(at::ScalarType s) { return s == at::kDouble || s == at::kLong; }
+// The dtype the device computes a wide one in, under the current policy.
+inline at::ScalarType computedDtype(at::ScalarType s) {
+  if (dtypePolicy() != DtypePolicy::kTrainium) return s;
+  return s == at::kDouble ? at::kFloat : (s == at::kLong ? at::kInt : s);
+}
+
 // What one call narrowed, so its results can be widened again.
 struct Narrowed {
   bool f64 = false, i64 = false;
@@ -26,15 +34,16 @@ struct Narrowed {
 };
 
 // Reads the op's schema facts the rule needs (OpEntry::written_args,
-// dtype_args, may_downcast); called once, when the op's entry is made.
+// dtype_arg_mask, may_downcast); called once, when the op's entry is made.
 void readDtypeFacts(OpEntry& e, const c10::FunctionSchema& schema);
 
 // Replaces the 64-bit tensors among a native op's arguments (host aliases
 // on the stack, 0-dim tensors excepted) by 32-bit stand-ins. float64 really
 // computes in float32; int64 stays int64 (CPU index kernels require it) but
 // holds int32-wrapped values, which gives the same numbers as int32 math.
-// Returns false, having touched nothing, when no argument is 64-bit.
-bool narrowArguments(OpEntry& e, torch::jit::Stack* stack, size_t first, size_t nargs, Narrowed& n);
+// Called only for a call the rule narrows (CallFacts::narrow: some argument
+// is 64-bit, the policy is Trainium's).
+void narrowArguments(OpEntry& e, torch::jit::Stack* stack, size_t first, size_t nargs, Narrowed& n);
 
 // After the kernel (inside the arena scope): writes stand-ins back into the
 // caller's tensors and widens the returned values again.

@@ -9,6 +9,8 @@
 #include <mutex>
 #include <string>
 
+#include "aten/execution/call_facts.h"
+
 namespace neuron_sim {
 namespace {
 
@@ -33,11 +35,6 @@ c10::SmallVector<at::ScalarType, 2> widerThan(at::ScalarType s) {
     case at::kLong: return {at::kDouble};
     default: return {at::kLong, at::kDouble};  // bool and the 8/16/32-bit integers
   }
-}
-
-uint64_t dtypeBit(at::ScalarType s) {
-  const int i = static_cast<int>(s);
-  return i >= 0 && i < 64 ? uint64_t{1} << i : 0;
 }
 
 // The ops the device computes in a dtype their CPU kernel lacks; only these
@@ -159,7 +156,7 @@ bool runWidened(const c10::OperatorHandle& op, OpEntry& e, torch::jit::Stack* st
     call.reserve(nargs);
     for (size_t i = 0; i < nargs; ++i) {
       const bool writes = schema[i].alias_info() && schema[i].alias_info()->isWrite();
-      const bool is_dtype = std::find(e.dtype_args.begin(), e.dtype_args.end(), i) != e.dtype_args.end();
+      const bool is_dtype = i < 64 && (e.dtype_arg_mask >> i) & 1;
       call.push_back(w.widen(args[i], writes, is_dtype));
     }
     try {
@@ -189,30 +186,8 @@ std::vector<std::pair<std::string, uint64_t>> cpuErrorDtypes() {
   return {cpuErrors().begin(), cpuErrors().end()};
 }
 
-namespace {
-
-// The dtypes of a call: its tensors' and its dtype= arguments'.
-uint64_t dtypeBits(const OpEntry& e, c10::ArrayRef<c10::IValue> args) {
-  uint64_t bits = 0;
-  for (const c10::IValue& v : args) {
-    if (v.isTensor()) {
-      if (v.toTensor().defined()) bits |= dtypeBit(v.toTensor().scalar_type());
-    } else if (v.isList()) {
-      for (const c10::IValue& x : v.toListRef())
-        if (x.isTensor() && x.toTensor().defined()) bits |= dtypeBit(x.toTensor().scalar_type());
-    }
-  }
-  for (size_t i : e.dtype_args)
-    if (args[i].isInt()) bits |= dtypeBit(static_cast<at::ScalarType>(args[i].toInt()));
-  return bits;
-}
-
-}  // namespace
-
-void runCpuKernel(const c10::OperatorHandle& op, OpEntry& e, torch::jit::Stack* stack) {
-  const size_t nargs = op.schema().arguments().size();
-  const size_t first = stack->size() - nargs;
-  const uint64_t bits = dtypeBits(e, c10::ArrayRef<c10::IValue>(stack->data() + first, nargs));
+void runCpuKernel(const c10::OperatorHandle& op, OpEntry& e, torch::jit::Stack* stack, uint64_t bits) {
+  const size_t first = stack->size() - op.schema().arguments().size();
   // The hot path: dtypes this op's CPU kernel already ran in. The decision is
   // made once per (op, dtype); only a first call keeps its arguments.
   if (C10_LIKELY((bits & ~e.kernel_dtypes_checked.load(std::memory_order_relaxed)) == 0)) {

@@ -39,9 +39,10 @@ bool runWidened(const c10::OperatorHandle& op, OpEntry& e, torch::jit::Stack* st
 // bits, since the process started (the sweep behind docs/dtype-widening.md).
 std::vector<std::pair<std::string, uint64_t>> cpuErrorDtypes();
 
-// The CPU kernel of a native op, on the host aliases at the top of `stack`;
-// widens and retries when the kernel lacks the dtype (above). Decided once
-// per (op, dtype): later calls in a dtype the kernel has cost one mask test.
-void runCpuKernel(const c10::OperatorHandle& op, OpEntry& e, torch::jit::Stack* stack);
+// The CPU kernel of a native op, on the host aliases at the top of `stack`,
+// whose dtypes are `dtype_bits` (CallFacts); widens and retries when the
+// kernel lacks the dtype (above). Decided once per (op, dtype): later calls
+// in a dtype the kernel has cost one mask test.
+void runCpuKernel(const c10::OperatorHandle& op, OpEntry& e, torch::jit::Stack* stack, uint64_t dtype_bits);
 
 }  // namespace neuron_sim

@@ -1,6 +1,7 @@
 // The path of one op that has no kernel of its own on neuron. Every such op
-// arrives at neuronKernel (a boxed fallback on the PrivateUse1 key); the op
-// table says whether it is native:
+// arrives at neuronKernel (a boxed fallback on the PrivateUse1 key), which
+// reads the call's facts in one walk over its arguments (call_facts.h) and
+// goes forward from there; the op table says whether the op is native:
 //   native   - the CPU kernel runs directly on arena memory: inputs are
 //              aliased as CPU tensors, outputs are allocated in the arena
 //              (ArenaScope) and adopted as neuron tensors. No copies.
@@ -19,7 +20,9 @@
 
 #include "aten/device/generator.h"
 #include "aten/device/guard.h"
+#include "aten/execution/call_facts.h"
 #include "aten/execution/compile_cache.h"
+#include "aten/execution/device_events.h"
 #include "aten/execution/dtype_policy.h"
 #include "aten/execution/dtype_widening.h"
 #include "aten/execution/execution.h"
@@ -31,7 +34,6 @@
 #include "aten/memory/allocator.h"
 #include "aten/neuron.h"
 #include "aten/runtime_call.h"
-#include "profiler/record.h"
 #include "runtime/device.h"
 #include "runtime/host_access.h"
 
@@ -48,32 +50,12 @@ struct Aliased {
 
 bool onNeuron(const at::Tensor& t) { return t.defined() && t.device().type() == kNeuron; }
 
-// The device an op runs on: its first neuron tensor or device argument.
-int opDevice(c10::ArrayRef<c10::IValue> args) {
-  for (const auto& v : args) {
-    if (v.isTensor() && onNeuron(v.toTensor())) return v.toTensor().device().index();
-    if (v.isDevice() && v.toDevice().type() == kNeuron && v.toDevice().has_index()) return v.toDevice().index();
-    if (v.isList())
-      for (const auto& e : v.toListRef())
-        if (e.isTensor() && onNeuron(e.toTensor())) return e.toTensor().device().index();
-  }
-  return currentDeviceIndex();
-}
-
 // A CPU op reaches this kernel when only its generator is a neuron one (the
 // generator's dispatch key joins the op's key set): refuse it, as cuda does.
-void checkGeneratorPlacement(const c10::OperatorHandle& op, const Stack& stack) {
-  const size_t nargs = op.schema().arguments().size();
-  for (size_t i = stack.size() - nargs; i < stack.size(); ++i) {
-    const c10::IValue& v = stack[i];
-    if (v.isTensor() && onNeuron(v.toTensor())) return;
-    if (v.isDevice() && v.toDevice().type() == kNeuron) return;
-    if (v.isList())
-      for (const auto& e : v.toListRef())
-        if (e.isTensor() && onNeuron(e.toTensor())) return;
-  }
-  TORCH_CHECK(false, "Expected a 'cpu' device type for generator but found 'neuron' (", op.schema().name(),
-              " runs on the CPU here; pass a CPU generator, or create the tensor on neuron)");
+void checkGeneratorPlacement(const c10::OperatorHandle& op, const CallFacts& facts) {
+  TORCH_CHECK(facts.on_neuron || facts.neuron_device_arg, "Expected a 'cpu' device type for generator but found "
+              "'neuron' (", op.schema().name(), " runs on the CPU here; pass a CPU generator, or create the tensor "
+              "on neuron)");
 }
 
 // NEURON_SIM_RNG=device only: random ops draw from the device's generator,
@@ -92,19 +74,23 @@ std::string deviceName(const at::Tensor& t) { return c10::DeviceTypeName(t.devic
 
 // A tensor input of a native op that is not on neuron and not 0-dim: the
 // device's message (its Python ops check this before anything else).
-[[noreturn]] void foreignInput(const c10::OperatorHandle& op, const OpEntry& e, const Stack& stack, size_t i,
-                               int64_t j, const at::Tensor& t) {
+[[noreturn]] void foreignInput(const c10::OperatorHandle& op, const OpEntry& e, const Stack& stack,
+                               const CallFacts& facts) {
   const auto& schema = op.schema();
   const size_t first = stack.size() - schema.arguments().size();
+  const size_t i = static_cast<size_t>(facts.misplaced_arg);
+  const int64_t j = facts.misplaced_elem;
+  const c10::IValue& v = stack[first + i];
+  const at::Tensor t = j < 0 ? v.toTensor() : v.toListRef()[j].toTensor();
   if (e.inputs.load(std::memory_order_relaxed) == InputCheck::kIterator) {
     // TensorIterator names the first device it saw and the one that differs.
     c10::Device other = t.device();
     bool neuron_first = false;
     for (size_t k = 0; k < i; ++k) {
-      const c10::IValue& v = stack[first + k];
-      if (v.isTensor() && onNeuron(v.toTensor())) { other = v.toTensor().device(); neuron_first = true; break; }
+      const c10::IValue& w = stack[first + k];
+      if (w.isTensor() && onNeuron(w.toTensor())) { other = w.toTensor().device(); neuron_first = true; break; }
     }
-    if (!neuron_first) other = neuronDevice(opDevice(c10::ArrayRef<c10::IValue>(stack.data() + first, schema.arguments().size())));
+    if (!neuron_first) other = neuronDevice(facts.device);
     const c10::Device a = neuron_first ? other : t.device(), b = neuron_first ? t.device() : other;
     TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", a, " and ",
                 b, "!");
@@ -116,37 +102,20 @@ std::string deviceName(const at::Tensor& t) { return c10::DeviceTypeName(t.devic
   TORCH_CHECK(false, "Non-scalar tensor arg", i, " is on ", deviceName(t), " device, expected neuron");
 }
 
-// The device checks a native op's tensor inputs before running it: all on
-// neuron (0-dim CPU tensors aside) and on one NeuronCore. Returns false when
-// the op's rule sends such a call to the CPU fallback instead.
-bool checkInputs(const c10::OperatorHandle& op, const OpEntry& e, const Stack& stack) {
-  const size_t nargs = op.schema().arguments().size();
-  const size_t first = stack.size() - nargs;
-  const InputCheck mode = e.inputs.load(std::memory_order_relaxed);
-  const size_t n = mode == InputCheck::kSelf ? std::min<size_t>(1, nargs) : nargs;
-  int device = -1;
-  auto one = [&](const at::Tensor& t, size_t i, int64_t j) {
-    if (!t.defined()) return true;
-    if (t.device().type() == kNeuron) {
-      const int d = t.device().index();
-      if (device < 0) device = d;
-      TORCH_CHECK(d == device, "Inconsistent device IDs found in kernel inputs: expected device ", device,
-                  " but found device ", d);
+// The device checks a native op's tensor inputs before running it, as the
+// walk found them: all on neuron (0-dim CPU tensors aside) and on one
+// NeuronCore. Returns false when the op's rule sends such a call to the CPU
+// fallback instead.
+bool checkInputs(const c10::OperatorHandle& op, const OpEntry& e, const Stack& stack, const CallFacts& facts) {
+  switch (facts.placement) {
+    case Placement::kOk:
       return true;
-    }
-    if (t.dim() == 0) return true;
-    if (mode == InputCheck::kFallback) return false;
-    foreignInput(op, e, stack, i, j, t);
-  };
-  for (size_t i = 0; i < n; ++i) {
-    const c10::IValue& v = stack[first + i];
-    if (v.isTensor()) {
-      if (!one(v.toTensor(), i, -1)) return false;
-    } else if (v.isList()) {
-      const auto list = v.toListRef();
-      for (size_t j = 0; j < list.size(); ++j)
-        if (list[j].isTensor() && !one(list[j].toTensor(), i, static_cast<int64_t>(j))) return false;
-    }
+    case Placement::kTwoCores:
+      TORCH_CHECK(false, "Inconsistent device IDs found in kernel inputs: expected device ", facts.first_core,
+                  " but found device ", facts.other_core);
+    case Placement::kForeign:
+      if (e.inputs.load(std::memory_order_relaxed) == InputCheck::kFallback) return false;
+      foreignInput(op, e, stack, facts);
   }
   return true;
 }
@@ -213,27 +182,33 @@ void writeBack(const Aliased& a, int device) {
                                                             a.alias.storage_offset());
 }
 
-void runNative(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
+// The native path, forward from the call's facts: alias the inputs, narrow
+// 64-bit values (dtype_policy.h), run the CPU kernel in the arena
+// (dtype_widening.h), widen back, adopt the outputs, count the op, note its
+// signature in the compile cache (compile_cache.h) and close its device
+// event (device_events.h).
+void runNative(const c10::OperatorHandle& op, OpEntry& e, Stack* stack, const CallFacts& facts) {
   const size_t nargs = op.schema().arguments().size();
   const size_t first = stack->size() - nargs;
-  const int device = opDevice(c10::ArrayRef<c10::IValue>(stack->data() + first, nargs));
-  std::optional<profiler::OpRecord> record;  // the op's device event, while a profiler records
+  const int device = facts.device;
+  std::optional<OpRecord> record;  // the op's device event, while anything records
   // (An op inside a compiled graph's launch is part of the graph's device event.)
-  if (C10_UNLIKELY(profiler::recording()) && !inGraphLaunch())
-    record.emplace(e.name, c10::ArrayRef<c10::IValue>(stack->data() + first, nargs), device, false);
-  const uint64_t signature = callSignature(e, c10::ArrayRef<c10::IValue>(stack->data() + first, nargs));
+  if (C10_UNLIKELY(recordingEvents()) && !inGraphLaunch()) {
+    record.emplace(e, device, false);
+    record->inputs(c10::ArrayRef<c10::IValue>(stack->data() + first, nargs));
+  }
   c10::SmallVector<Aliased, 8> aliased;
   for (size_t i = first; i < first + nargs; ++i) (*stack)[i] = aliasArg((*stack)[i], aliased);
   useDeviceGenerators(e, stack, first, device);
   std::optional<HostDefaultGeneratorRedirect> rng;  // native_dropout draws without a Generator? argument
   if (C10_UNLIKELY(e.draws_host_default) && deviceRngStream()) rng.emplace(defaultGenerator(static_cast<c10::DeviceIndex>(device)));
   Narrowed narrowed;  // the 64-bit rule: compute float64/int64 in 32 bits
-  const bool narrow = narrowArguments(e, stack, first, nargs, narrowed);
+  if (C10_UNLIKELY(facts.narrow)) narrowArguments(e, stack, first, nargs, narrowed);
   {
     ArenaScope scope(device);
     if (e.host_kernel) e.host_kernel(op, stack);  // a native op with no CPU kernel (attention.cpp)
-    else runCpuKernel(op, e, stack);  // widens a dtype the CPU kernel lacks (dtype_widening.cpp)
-    if (narrow) widenResults(narrowed, stack, op.schema().returns().size());
+    else runCpuKernel(op, e, stack, facts.dtype_bits);  // widens a dtype the CPU kernel lacks (dtype_widening.cpp)
+    if (C10_UNLIKELY(facts.narrow)) widenResults(narrowed, stack, op.schema().returns().size());
   }
   for (const auto& a : aliased) writeBack(a, device);
   const size_t nret = op.schema().returns().size();
@@ -241,28 +216,11 @@ void runNative(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
     (*stack)[i] = resultToDevice((*stack)[i], aliased, device);
   // Counted once the op succeeded: a call that raised neither ran nor compiled.
   if (!e.never.load(std::memory_order_relaxed)) e.executed.fetch_add(1, std::memory_order_relaxed);
-  const bool compiled = noteCompiled(e, signature);
+  const bool compiled = noteCompiled(e, facts.signature);
   if (C10_UNLIKELY(record)) {
-    if (compiled) profiler::recordCompile(e.name, device);  // on the timeline before the kernel's event
+    if (compiled) recordCompile(e, device);  // on the timeline before the kernel's event
     record->finish(c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - nret, nret));
   }
-}
-
-// at::native::cpu_fallback puts its outputs on the device of the first tensor
-// argument. When that one is a CPU scalar (`3 - x` runs sub(wrapped 3, x))
-// and a later argument is on neuron, the outputs belong on neuron: returns
-// that device's index, or -1 when the fallback already gets it right.
-int hostTargetDevice(const c10::OperatorHandle& op, const Stack& stack) {
-  const size_t nargs = op.schema().arguments().size();
-  c10::ArrayRef<c10::IValue> args(stack.data() + stack.size() - nargs, nargs);
-  for (const auto& v : args) {
-    if (!v.isTensor()) continue;
-    if (!v.toTensor().defined() || !v.toTensor().device().is_cpu()) return -1;
-    for (const auto& w : args)
-      if (w.isTensor() && onNeuron(w.toTensor())) return w.toTensor().device().index();
-    return -1;
-  }
-  return -1;
 }
 
 void returnsToDevice(const c10::OperatorHandle& op, Stack* stack, int device) {
@@ -297,11 +255,10 @@ bool writesUndeclaredRunningStats(const c10::OperatorHandle& op) {
 // as when a native-op table leaves it out: the inputs are copied to the host,
 // the host kernel runs there, and the results (and out= arguments) are
 // copied back - what cpu_fallback does with a CPU kernel.
-void hostKernelFallback(const c10::OperatorHandle& op, const OpEntry& e, Stack* stack) {
+void hostKernelFallback(const c10::OperatorHandle& op, const OpEntry& e, Stack* stack, int device) {
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const size_t first = stack->size() - nargs;
-  const int device = opDevice(c10::ArrayRef<c10::IValue>(stack->data() + first, nargs));
   c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2> written;  // (host copy, the caller's tensor)
   for (size_t i = 0; i < nargs; ++i) {
     c10::IValue& v = (*stack)[first + i];
@@ -327,7 +284,7 @@ void hostKernelFallback(const c10::OperatorHandle& op, const OpEntry& e, Stack* 
   }
 }
 
-void runFallback(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
+void runFallback(const c10::OperatorHandle& op, OpEntry& e, Stack* stack, const CallFacts& facts) {
   if (!e.untracked) {
     e.fallbacks.fetch_add(1, std::memory_order_relaxed);
     if (fallbackMode() == FallbackMode::kError)
@@ -337,22 +294,15 @@ void runFallback(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
     if (!e.announced.load(std::memory_order_relaxed)) announceFallback(e);
     if (C10_UNLIKELY(reportActive())) reportFallback(e);  // records the user's source line
   }
-  if (!e.generator_args.empty()) {
-    const size_t nargs = op.schema().arguments().size();
-    const size_t first = stack->size() - nargs;
-    useDeviceGenerators(e, stack, first, opDevice(c10::ArrayRef<c10::IValue>(stack->data() + first, nargs)));
-  }
+  const size_t nargs = op.schema().arguments().size();
+  const size_t first = stack->size() - nargs;
+  if (!e.generator_args.empty()) useDeviceGenerators(e, stack, first, facts.device);
   std::optional<HostDefaultGeneratorRedirect> rng;
-  if (C10_UNLIKELY(e.draws_host_default) && deviceRngStream()) {
-    const size_t nargs = op.schema().arguments().size();
-    rng.emplace(defaultGenerator(static_cast<c10::DeviceIndex>(
-        opDevice(c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - nargs, nargs)))));
-  }
+  if (C10_UNLIKELY(e.draws_host_default) && deviceRngStream())
+    rng.emplace(defaultGenerator(static_cast<c10::DeviceIndex>(facts.device)));
   const bool host_kernel = C10_UNLIKELY(e.host_kernel != nullptr) && !op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
-  const int host_target = hostTargetDevice(op, *stack);
   c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2> running_stats;  // (neuron tensor, host copy)
   if (C10_UNLIKELY(writesUndeclaredRunningStats(op))) {
-    const size_t first = stack->size() - op.schema().arguments().size();
     for (size_t i : {size_t{3}, size_t{4}}) {
       c10::IValue& v = (*stack)[first + i];
       if (!v.isTensor() || !onNeuron(v.toTensor())) continue;
@@ -361,18 +311,17 @@ void runFallback(const c10::OperatorHandle& op, OpEntry& e, Stack* stack) {
       v = host;
     }
   }
-  std::optional<profiler::OpRecord> record;  // the round trip's device events, while a profiler records
-  if (C10_UNLIKELY(profiler::recording() && !e.untracked)) {
-    const size_t nargs = op.schema().arguments().size();
-    c10::ArrayRef<c10::IValue> args(stack->data() + stack->size() - nargs, nargs);
-    record.emplace(e.name, args, opDevice(args), true);
+  std::optional<OpRecord> record;  // the round trip's device events, while anything records
+  if (C10_UNLIKELY(recordingEvents() && !e.untracked)) {
+    record.emplace(e, facts.device, true);
+    record->inputs(c10::ArrayRef<c10::IValue>(stack->data() + first, nargs));
   }
   if (host_kernel) {
-    hostKernelFallback(op, e, stack);
+    hostKernelFallback(op, e, stack, facts.device);
   } else {
     at::native::cpu_fallback(op, stack);
     for (auto& [device_stats, host] : running_stats) device_stats.copy_(host);
-    if (C10_UNLIKELY(host_target >= 0)) returnsToDevice(op, stack, host_target);
+    if (C10_UNLIKELY(facts.host_target >= 0)) returnsToDevice(op, stack, facts.host_target);
   }
   if (C10_UNLIKELY(record)) {
     const size_t nret = op.schema().returns().size();
@@ -398,36 +347,26 @@ std::string describeArgs(const c10::OperatorHandle& op, const Stack& stack) {
   return out.str();
 }
 
-// The device computes in no complex dtype (docs/semantics.md): a native op
-// called on complex tensors takes the CPU fallback, as on the real backend.
-bool takesComplex(const c10::OperatorHandle& op, const Stack& stack) {
-  const size_t nargs = op.schema().arguments().size();
-  for (size_t i = stack.size() - nargs; i < stack.size(); ++i) {
-    const c10::IValue& v = stack[i];
-    if (v.isTensor()) {
-      if (C10_UNLIKELY(v.toTensor().defined() && v.toTensor().is_complex())) return true;
-    } else if (v.isList()) {
-      for (const c10::IValue& x : v.toListRef())
-        if (x.isTensor() && x.toTensor().defined() && x.toTensor().is_complex()) return true;
-    }
-  }
-  return false;
-}
-
+// Every op without a kernel of its own. One walk reads the call's facts;
+// the op then goes native or falls back, and never scans its arguments again.
 void neuronKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* stack) {
   if (C10_UNLIKELY(runtime::inBadFork())) runtimeCall(&runtime::checkNotForked);
   runtime::HostAccess access;  // NEURON_SIM_PROTECT: kernels may touch arena pages
   OpEntry& e = opEntry(op);
   OpTimer timer(e);
-  if (C10_UNLIKELY(!e.generator_args.empty())) checkGeneratorPlacement(op, *stack);
-  if (e.native.load(std::memory_order_relaxed) && checkInputs(op, e, *stack) &&
-      C10_LIKELY(!takesComplex(op, *stack))) {
+  const bool native = e.native.load(std::memory_order_relaxed);
+  const CallFacts facts = callFacts(e, native, *stack, op.schema().arguments().size());
+  if (C10_UNLIKELY(!e.generator_args.empty())) checkGeneratorPlacement(op, facts);
+  // The device computes in no complex dtype (docs/semantics.md): a native op
+  // called on complex tensors takes the CPU fallback, as on the real backend.
+  if (native && checkInputs(op, e, *stack, facts) && C10_LIKELY(!facts.complex)) {
     // The device's own argument checks: their errors propagate as raised.
-    if (C10_UNLIKELY(e.precondition != nullptr)) e.precondition(op, *stack);
+    if (Precondition check = e.precondition.load(std::memory_order_relaxed); C10_UNLIKELY(check != nullptr))
+      check(op, *stack);
     std::string args;  // for the fallback-disabled message, taken before the kernel consumes the stack
     if (C10_UNLIKELY(fallbackOnlyForUnimplemented())) args = describeArgs(op, *stack);
     try {
-      runNative(op, e, stack);
+      runNative(op, e, stack, facts);
     } catch (const c10::IndexError&) {
       throw;  // argument errors are the caller's: the real backend re-raises them, never falls back
     } catch (const c10::ValueError&) {
@@ -446,7 +385,7 @@ void neuronKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* sta
     }
   } else {
     FallbackCopies copies(timer.on() ? &e : nullptr);  // its host round trip counts towards the op
-    runFallback(op, e, stack);
+    runFallback(op, e, stack, facts);
   }
 }
 

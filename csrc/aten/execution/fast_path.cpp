@@ -1,26 +1,28 @@
 // The unboxed path of the hottest native ops: elementwise arithmetic, the
-// matmuls, activations, reductions and softmax - the bulk of a training step. Each does what
+// matmuls, activations, reductions and softmax's backward - the bulk of a
+// training step (softmax itself has a host kernel: the boxed path's). Each does what
 // runNative (execution.cpp) does - host aliases of the inputs, the CPU kernel
 // inside an ArenaScope, the output adopted as a neuron tensor, the op counted
 // and its signature noted - without boxing the arguments into a stack and
 // unboxing them again for the CPU kernel: for a 1,024-element add that
 // round trip costs about as much as the add itself.
 //
-// Only the common call takes it: the op native, every tensor argument on one
-// neuron device (or a wrapped Python number), no 64-bit tensor. It times the
-// op for an active migration report and records its device event for a
-// profiler as runNative does (OpTimer, profiler::OpRecord), so profiling and
-// reporting keep the fast path. Any other call, and any kernel error, goes
-// through the boxed path, which owns every rule (fallback, the 64-bit rule,
-// error wording); so this file adds speed, never behaviour. The ops listed
-// always return a fresh tensor, never a view
-// of an input (the boxed path's toDevice handles views; this one need not).
+// The op table decides which ops it may take (OpEntry::fast: native, no host
+// kernel, no device check), and the call's facts (call_facts.h, read in the
+// same walk as the boxed path's) which calls: every tensor on one neuron
+// device (0-dim ones elsewhere aside: the CPU kernel reads a Python number's
+// tensor as it is, as the boxed path passes it), nothing complex, nothing
+// 64-bit (the 64-bit rule is the boxed path's). It times the op for an active
+// migration report and records its device event as runNative does (OpTimer,
+// OpRecord), so profiling and reporting keep the fast path. Any other call,
+// and any kernel error, goes through the boxed path, which owns every rule
+// (fallback, the 64-bit rule, error wording); so this file adds speed, never
+// behaviour. The ops listed always return a fresh tensor, never a view of an
+// input (the boxed path's toDevice handles views; this one need not).
 #include "aten/execution/fast_path.h"
 
 #include <ATen/ops/_log_softmax_backward_data_ops.h>
-#include <ATen/ops/_log_softmax_ops.h>
 #include <ATen/ops/_softmax_backward_data_ops.h>
-#include <ATen/ops/_softmax_ops.h>
 #include <ATen/ops/add_ops.h>
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/bmm_ops.h>
@@ -43,11 +45,12 @@
 #include <ATen/ops/tanh_ops.h>
 #include <ATen/ops/threshold_backward_ops.h>
 
-#include <array>
 #include <atomic>
 #include <optional>
 
+#include "aten/execution/call_facts.h"
 #include "aten/execution/compile_cache.h"
+#include "aten/execution/device_events.h"
 #include "aten/execution/execution.h"
 #include "aten/execution/fallback_policy.h"
 #include "aten/execution/op_table.h"
@@ -55,35 +58,16 @@
 #include "aten/execution/tensor_alias.h"
 #include "aten/memory/allocator.h"
 #include "aten/neuron.h"
-#include "profiler/record.h"
 #include "runtime/device.h"
 #include "runtime/host_access.h"
 
 namespace neuron_sim {
 namespace {
 
-// A tensor argument the unboxed path can take: on neuron (all on one device,
-// none 64-bit: the 64-bit rule is the boxed path's), or a wrapped Python
-// number, which the CPU kernel reads as it is (as the boxed path passes it).
-bool takes(const at::Tensor& t, c10::DeviceIndex& device) {
-  if (!t.defined()) return false;
-  if (t.device().type() != kNeuron) return t.unsafeGetTensorImpl()->is_wrapped_number();
-  const at::ScalarType s = t.scalar_type();
-  if (s == at::kDouble || s == at::kLong || at::isComplexType(s)) return false;  // complex: the fallback's
-  if (device < 0) device = t.device().index();
-  return t.device().index() == device;
+template <class T>
+const T& onHost(const T& v) {  // what is no tensor goes to the CPU kernel as it is
+  return v;
 }
-bool wide(at::ScalarType s) { return s == at::kDouble || s == at::kLong; }
-// A dtype= argument: a 64-bit one is the 64-bit rule's (the boxed path).
-bool takes(at::ScalarType s, c10::DeviceIndex&) { return !wide(s); }
-bool takes(const std::optional<at::ScalarType>& s, c10::DeviceIndex&) { return !s || !wide(*s); }
-// Scalars, ints, bools, dims and strings go to the CPU kernel as they are.
-template <class T>
-bool takes(const T&, c10::DeviceIndex&) { return true; }
-
-at::Tensor onHost(const at::Tensor& t) { return t.device().type() == kNeuron ? hostAlias(t) : t; }
-template <class T>
-const T& onHost(const T& v) { return v; }
 
 template <class Op, class Schema = typename Op::schema>
 struct Unboxed;
@@ -106,26 +90,29 @@ struct Unboxed<Op, at::Tensor(Args...)> {
 
   static at::Tensor call(Args... args) {
     static OpEntry& e = opEntry(handle());  // entries live as long as the process
-    c10::DeviceIndex device = -1;
-    if (!e.native.load(std::memory_order_relaxed) || e.host_kernel || C10_UNLIKELY(runtime::inBadFork()) ||
-        !(takes(args, device) && ...) || device < 0)
-      return boxed(args...);
-    std::optional<at::Tensor> out = run(e, device, args...);
+    if (!e.fast.load(std::memory_order_relaxed) || C10_UNLIKELY(runtime::inBadFork())) return boxed(args...);
+    FactWalk walk(e, /*native=*/true);
+    int i = 0;
+    (walk.add(args, i++), ...);
+    const CallFacts facts = walk.finish();
+    if (!facts.on_neuron || facts.placement != Placement::kOk || facts.complex || facts.wide) return boxed(args...);
+    std::optional<at::Tensor> out = run(e, facts, args...);
     return out ? *std::move(out) : boxed(args...);
   }
 
   // The op on arena memory, or nullopt: the boxed path takes the call (and
   // times and records it itself, so nothing here has counted it yet).
-  static std::optional<at::Tensor> run(OpEntry& e, c10::DeviceIndex device, Args... args) {
+  static std::optional<at::Tensor> run(OpEntry& e, const CallFacts& facts, Args... args) {
     OpTimer timer(e);            // while a migration report measures: the op's wall time
     runtime::HostAccess access;  // NEURON_SIM_PROTECT: the kernel touches arena pages
-    const std::array<c10::IValue, sizeof...(Args)> ivalues{c10::IValue(args)...};
-    std::optional<profiler::OpRecord> record;  // the op's device event, while a profiler records
-    if (C10_UNLIKELY(profiler::recording()) && !inGraphLaunch()) record.emplace(e.name, ivalues, device, false);
-    const uint64_t signature = callSignature(e, ivalues);
+    std::optional<OpRecord> record;  // the op's device event, while anything records
+    if (C10_UNLIKELY(recordingEvents()) && !inGraphLaunch()) {
+      record.emplace(e, facts.device, false);
+      (record->input(args), ...);
+    }
     at::Tensor out;
     try {
-      ArenaScope scope(device);
+      ArenaScope scope(facts.device);
       out = Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), onHost(args)...);
     } catch (const c10::NotImplementedError&) {
       timer.cancel();
@@ -135,12 +122,12 @@ struct Unboxed<Op, at::Tensor(Args...)> {
       timer.cancel();
       return std::nullopt;  // the boxed path words this error
     }
-    out = adoptAsDevice(out, device);
+    out = adoptAsDevice(out, facts.device);
     // Counted once the op succeeded, as in runNative.
     e.executed.fetch_add(1, std::memory_order_relaxed);
-    const bool compiled = noteCompiled(e, signature);
+    const bool compiled = noteCompiled(e, facts.signature);
     if (C10_UNLIKELY(record)) {
-      if (compiled) profiler::recordCompile(e.name, device);  // on the timeline before the kernel's event
+      if (compiled) recordCompile(e, facts.device);  // on the timeline before the kernel's event
       const c10::IValue result(out);
       record->finish(c10::ArrayRef<c10::IValue>(&result, 1));
     }
@@ -180,9 +167,7 @@ std::optional<torch::CppFunction> unboxedKernel(const std::string& name) {
   if (name == "aten::sum.dim_IntList") return kernel<ops::sum_dim_IntList>();
   if (name == "aten::mean") return kernel<ops::mean>();
   if (name == "aten::mean.dim") return kernel<ops::mean_dim>();
-  if (name == "aten::_softmax") return kernel<ops::_softmax>();
   if (name == "aten::_softmax_backward_data") return kernel<ops::_softmax_backward_data>();
-  if (name == "aten::_log_softmax") return kernel<ops::_log_softmax>();
   if (name == "aten::_log_softmax_backward_data") return kernel<ops::_log_softmax_backward_data>();
   return std::nullopt;
 }

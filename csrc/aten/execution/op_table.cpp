@@ -38,6 +38,14 @@ std::unordered_map<std::string, Precondition>& preconditions() {
   return *checks;
 }
 
+// The one place that decides whether the unboxed fast path may take an op's
+// calls: it runs the CPU kernel and nothing else, so an op with a host
+// kernel or a device check (a precondition) stays on the boxed path, which
+// runs them. Under the table's lock.
+void refreshFastPath(OpEntry& e) {
+  e.fast = e.native.load() && e.host_kernel == nullptr && e.precondition.load() == nullptr;
+}
+
 // The rules that concern one entry; under the table's lock.
 void applyRules(OpEntry& e) {
   const TrackingRules& r = rules();
@@ -76,6 +84,7 @@ OpEntry& opEntry(const c10::OperatorHandle& op) {
     auto pre = preconditions().find(slot->name);
     if (pre != preconditions().end()) slot->precondition = pre->second;
     slot->draws_host_default = name.name == "aten::native_dropout";
+    slot->formula = runtime::formulaOf(slot->name);
     applyRules(*slot);
     const auto& args = op.schema().arguments();
     for (size_t i = 0; i < args.size(); ++i) {
@@ -85,6 +94,7 @@ OpEntry& opEntry(const c10::OperatorHandle& op) {
         slot->generator_args.push_back(i);
     }
     readDtypeFacts(*slot, op.schema());
+    refreshFastPath(*slot);
   }
   cache.emplace(key, slot.get());
   return *slot;
@@ -94,7 +104,10 @@ void setNativeOps(const std::vector<std::string>& names) {
   Table& t = table();
   std::lock_guard<std::mutex> g(t.mu);
   t.native = std::unordered_set<std::string>(names.begin(), names.end());
-  for (auto& [key, e] : t.entries) e->native = isNative(t, *e);
+  for (auto& [key, e] : t.entries) {
+    e->native = isNative(t, *e);
+    refreshFastPath(*e);
+  }
 }
 
 std::vector<std::string> untrackedOpNames() {
@@ -172,6 +185,15 @@ std::vector<std::string> hostKernelNames() {
   for (const auto& [name, k] : hostKernels()) out.push_back(name);
   return out;
 }
-void registerPrecondition(const std::string& name, Precondition check) { preconditions()[name] = check; }
+void registerPrecondition(const std::string& name, Precondition check) {
+  Table& t = table();
+  std::lock_guard<std::mutex> g(t.mu);
+  preconditions()[name] = check;
+  for (auto& [key, e] : t.entries)
+    if (e->name == name) {
+      e->precondition = check;
+      refreshFastPath(*e);
+    }
+}
 
 }  // namespace neuron_sim

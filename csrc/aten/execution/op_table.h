@@ -14,6 +14,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "runtime/cost_model.h"
+
 namespace neuron_sim {
 
 // A native op with no CPU kernel to run on arena memory (the fused attention
@@ -25,7 +27,9 @@ std::vector<std::string> hostKernelNames();
 // The device's own argument checks for a native op, run before its kernel
 // (its messages and exception types where they differ from the CPU's).
 using Precondition = void (*)(const c10::OperatorHandle&, const torch::jit::Stack&);
-void registerPrecondition(const std::string& name, Precondition check);  // before the op is first used
+// Also applies to an op already in use: its next call runs the check, on
+// the boxed path (an op with a check never takes the fast path).
+void registerPrecondition(const std::string& name, Precondition check);
 
 // How a native op checks where its tensor inputs are (tracking.rules, "inputs").
 enum class InputCheck : uint8_t {
@@ -50,7 +54,7 @@ struct OpEntry {
   bool draws_host_default = false;      // random without a Generator? argument (native_dropout)
   // Schema facts for the 64-bit policy, computed once by readDtypeFacts (dtype_policy.cpp).
   uint64_t written_args = 0;           // bit i: the op writes argument i (in-place self, out=)
-  std::vector<size_t> dtype_args;      // positions of ScalarType? arguments (dtype=)
+  uint64_t dtype_arg_mask = 0;         // bit i: argument i is a ScalarType? (dtype=)
   bool may_downcast = false;           // has any Tensor, Tensor[] or dtype argument
   std::atomic<uint64_t> downcasts_f64{0};  // float64 tensors computed in float32
   std::atomic<uint64_t> downcasts_i64{0};  // int64 tensors computed in int32
@@ -67,8 +71,13 @@ struct OpEntry {
   std::atomic<uint64_t> time_ns{0};       // wall time inside the op (a fallback's includes its copies)
   std::atomic<uint64_t> copy_ns{0};       // fallbacks: copies to the host and back
   std::atomic<uint64_t> copied_bytes{0};  // fallbacks: bytes of those copies
+  runtime::OpFormula formula = runtime::OpFormula::kElementwise;  // how the cost model counts its work
   HostKernel host_kernel = nullptr;
-  Precondition precondition = nullptr;
+  std::atomic<Precondition> precondition{nullptr};
+  // Whether the unboxed fast path (fast_path.cpp) may take the op's calls:
+  // native, with no host kernel and no precondition (the fast path runs
+  // neither). Decided here only, by refreshFastPath, whenever one changes.
+  std::atomic<bool> fast{false};
 };
 
 OpEntry& opEntry(const c10::OperatorHandle& op);

@@ -10,12 +10,12 @@
 
 #include <chrono>
 
+#include "aten/execution/device_events.h"
 #include "aten/execution/dtype_policy.h"
 #include "aten/execution/tensor_alias.h"
 #include "aten/execution/op_table.h"
 #include "aten/execution/report_measures.h"
 #include "aten/neuron.h"
-#include "profiler/record.h"
 #include "runtime/host_access.h"
 
 namespace neuron_sim {
@@ -26,10 +26,6 @@ std::atomic<uint64_t> g_host_device_copies{0};
 // host and device is handed to it; its nested copy runs here with t_routing set.
 std::atomic<CopyRouter> g_router{nullptr};
 thread_local bool t_routing = false;
-
-bool is64(at::ScalarType s) { return s == at::kDouble || s == at::kLong; }
-
-at::Tensor onHost(const at::Tensor& t) { return t.device().type() == kNeuron ? hostAlias(t) : t; }
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
   runtime::HostAccess access;  // NEURON_SIM_PROTECT: copies touch arena pages
@@ -52,11 +48,11 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   // The real backend's cast policy sends every cast to or from float64/int64
   // through the CPU (the device cannot convert them); arena bytes are host
   // memory, so here that is the same copy, counted (docs/semantics.md).
-  if (self.scalar_type() != dst.scalar_type() && (is64(self.scalar_type()) || is64(dst.scalar_type())))
+  if (self.scalar_type() != dst.scalar_type() && (isWide(self.scalar_type()) || isWide(dst.scalar_type())))
     noteHostCast64();
   if (self.device().is_cpu() != dst.device().is_cpu()) g_host_device_copies.fetch_add(1, std::memory_order_relaxed);
   // Kernels complete when launched, so non_blocking copies are complete too.
-  const int64_t issued = C10_UNLIKELY(profiler::recording()) ? runtime::wallNowNs() : 0;
+  const int64_t issued = C10_UNLIKELY(recordingEvents()) ? runtime::wallNowNs() : 0;
   if (C10_LIKELY(!reportActive())) {
     onHost(dst).copy_(onHost(self));
   } else {
@@ -67,7 +63,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
                    std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
                        .count());
   }
-  if (C10_UNLIKELY(issued)) profiler::recordCopy(self, dst, issued);
+  if (C10_UNLIKELY(issued)) recordCopy(self, dst, issued);
   return dst;
 }
 
@@ -103,7 +99,7 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
   static OpEntry& tracked = kernelEntry("aten::_local_scalar_dense", "");
   recordKernelRun(tracked);
   runtime::HostAccess access;
-  if (C10_UNLIKELY(profiler::recording())) profiler::recordScalarRead(self, runtime::wallNowNs());
+  if (C10_UNLIKELY(recordingEvents())) recordScalarRead(self, runtime::wallNowNs());
   if (C10_UNLIKELY(reportActive())) noteHostCopy(self.element_size(), 0);  // .item(): one value to the host
   return at::_local_scalar_dense(hostAlias(self));
 }
