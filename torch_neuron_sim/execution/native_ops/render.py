@@ -47,8 +47,10 @@ def render(table: str = DEFAULT_TABLE, untracked: list[str] | None = None) -> st
         "tests/test_native_ops_doc.py keeps it in sync -->",
         "",
         f"The ops the emulated backend runs natively (\"on the NeuronCore\"): {n_over} operator overloads "
-        f"of {n_base} base ops, from `torch_neuron_sim/native_ops/{table}.txt`. Every other op takes the "
-        "tracked CPU fallback. The sources are TorchNeuron's registrations in a public pre-release "
+        f"of {n_base} base ops, from `torch_neuron_sim/execution/native_ops/{table}.txt`. Every other op takes "
+        "the tracked CPU fallback. A bare name in the table (`aten::cumprod`) stands for every overload of "
+        "the operator, `out=` included; the in-place form (`aten::cumprod_`) is another operator, with its "
+        "own line (docs/tutorial-add-an-op.md). The sources are TorchNeuron's registrations in a public pre-release "
         "source copy (torch-mlir ops, direct Python registrations, `@neuron_op` "
         "classes, computing C++ kernels). Not included: the `xla_ops` extras, which the real package "
         "most likely skips at import (they import kernel classes it does not export), and the "
