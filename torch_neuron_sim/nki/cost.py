@@ -14,6 +14,8 @@ from .launch import ENGINES, EngineWork
 
 _lock = threading.Lock()
 _totals: dict = {}  # "nki_<kernel>" -> {"count", "seconds", engine: seconds, "sbuf_peak"}
+_recent: dict = {}  # (name, issue_ns) -> seconds per engine, of launches while the timeline records
+_RECENT_MAX = 100_000
 
 
 def _work_tuple(work: EngineWork) -> tuple:
@@ -39,6 +41,8 @@ def record_launch(kernel_name: str, work: EngineWork, device: Optional[int], iss
     cost = _C._prof_record_nki_launch(name, -1 if device is None else int(device), int(issue_ns),
                                       _work_tuple(work))
     with _lock:
+        if _C._prof_recording() and len(_recent) < _RECENT_MAX:
+            _recent[(name, int(issue_ns))] = dict(cost["engines"])
         row = _totals.setdefault(name, dict({"count": 0, "seconds": 0.0, "instructions": 0, "sbuf_peak": 0},
                                             **dict.fromkeys(ENGINES, 0.0)))
         row["count"] += 1
@@ -48,6 +52,17 @@ def record_launch(kernel_name: str, work: EngineWork, device: Optional[int], iss
         for engine, seconds in cost["engines"].items():
             row[engine] += seconds
     return cost
+
+
+def annotate(events: list) -> None:
+    """Adds `engines` (modelled seconds per engine) to the NKI launch events of a timeline."""
+    with _lock:
+        if not _recent:
+            return
+        for e in events:
+            engines = _recent.pop((e.get("name"), e.get("issue_ns")), None)
+            if engines is not None:
+                e["engines"] = engines
 
 
 def kernel_costs() -> dict:

@@ -126,7 +126,7 @@ def _outputs(name: str, result: Any, callers: dict) -> tuple:
             if x.alloc.input_index >= 0:
                 t = callers[id(x.t)] if id(x.t) in callers else x.t
             else:
-                if x.alloc.written is not None and not bool(x.alloc.written.any()) and x.t.device.type != "meta":
+                if x.alloc.written is not None and x.t.device.type != "meta" and not bool(x.alloc.written.any()):
                     raise fail("return", f"output '{x.name}' {x.shape} is never written by the kernel",
                                "store results into it (nl.store / nisa.dma_copy) before returning it")
                 t = x.t

@@ -5,6 +5,7 @@ on-chip capacity ones. Arguments become HBM tensors; inputs the kernel writes
 kind: NumPy arrays for NumPy inputs, CPU tensors for tensors."""
 from __future__ import annotations
 
+import os
 from typing import Any, Optional
 
 import numpy as np
@@ -45,10 +46,25 @@ class _Simulated:
         numpy_in = any(isinstance(v, np.ndarray) for v in list(args) + list(kwargs.values()))
         targs = tuple(_to_torch(a) for a in args)
         tkw = {k: _to_torch(v) for k, v in kwargs.items()}
-        result = _kernel.run(self.func, self.grid, targs, tkw)
+        result = _kernel.run(self.func, self.grid, targs, tkw, limits=_target_limits())
         from .cost import record_launch
         record_launch(self.func.__name__, result.work, device=None)
         return _to_numpy(result.outputs) if numpy_in else result.outputs
+
+
+_TARGETS = {"trn1": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2", "trn3": "trn3", "gen4": "trn3"}
+
+
+def _target_limits():
+    """NEURON_PLATFORM_TARGET_OVERRIDE (trn1/gen2, trn2/gen3, trn3/gen4) picks the
+    generation, as for AWS's simulator; otherwise the simulated machine's profile."""
+    from .limits import active_limits, limits_for
+    target = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE")
+    if not target:
+        return active_limits()
+    if target not in _TARGETS:
+        raise ValueError(f"NEURON_PLATFORM_TARGET_OVERRIDE={target!r}: use trn1/gen2, trn2/gen3 or trn3/gen4")
+    return limits_for(_TARGETS[target])
 
 
 def simulate(kernel: Any, grid: Optional[Any] = None) -> _Simulated:

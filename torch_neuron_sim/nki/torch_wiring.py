@@ -3,14 +3,16 @@
 `torch_neuronx.nki_op(name, fn, mutates_args=...)`.
 
 Every launch goes through one custom op, `nki_sim::launch(key, inputs,
-mutated) -> Tensor[]`: `key` names the kernel, its grid and its constant
+mutated, outputs)`: `key` names the kernel, its grid and its constant
 (non-tensor) arguments; `mutated` holds the inputs the kernel may write
 (parameters annotated nki.typing.mutable_tensor, or declared by an enclosing
-nki_op's mutates_args), so functionalization and torch.compile see the
-writes. Its fake implementation runs the kernel once on meta tensors for the
-output shapes (cached per signature), as TorchNeuron runs it under fake
-tensors; torch.compile(backend="neuron", fullgraph=True) therefore captures a
-launch as one graph node, and the compiled graph launches it.
+nki_op's mutates_args) and `outputs` the tensors it returns, allocated by the
+caller, so functionalization and torch.compile see every write. The output
+shapes come from running the kernel once on meta tensors (cached per
+signature), as TorchNeuron runs it under fake tensors; Dynamo calls that
+planning step as a constant function, so torch.compile(backend="neuron",
+fullgraph=True) captures a launch as one graph node, and the compiled graph
+launches it.
 
 On `neuron` tensors the kernel reads and writes the arena's bytes through
 host views (no copy), outputs are allocated on the device, the launch is
@@ -50,13 +52,28 @@ class LaunchSpec:
         return self.func.__name__
 
 
-def _kernel_index(func: Callable) -> int:
+@torch._dynamo.assume_constant_result
+def _kernel_info(kernel: Any) -> tuple:
+    """(kernel index, the kernel's own grid, ((name, default), ...), mutable parameter names).
+    A constant for torch.compile: Dynamo calls it once while tracing and keeps the result."""
+    func, own_grid = _kernel.kernel_function(kernel)
     with _lock:
-        i = _kernel_ids.get(id(func))
-        if i is None:
-            i = _kernel_ids[id(func)] = len(_kernels)
+        index = _kernel_ids.get(id(func))
+        if index is None:
+            index = _kernel_ids[id(func)] = len(_kernels)
             _kernels.append(func)  # kept alive: its id stays unique
-        return i
+    params = []
+    for p in inspect.signature(func).parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise NKIError(f"nki kernel '{func.__name__}': *args / **kwargs parameters are not supported; name "
+                           "every parameter")
+        params.append((p.name, _NO_DEFAULT if p.default is inspect.Parameter.empty else p.default))
+    mutable = tuple(p.name for p in inspect.signature(func).parameters.values()
+                    if _kernel._is_mutable_annotation(p.annotation))
+    return index, own_grid, tuple(params), mutable
+
+
+_NO_DEFAULT = "<no default>"
 
 
 @torch._dynamo.assume_constant_result
@@ -73,28 +90,37 @@ def _arg_specs(tensors: Iterable[torch.Tensor]) -> tuple:
     return tuple((tuple(t.shape), str(t.dtype).replace("torch.", "")) for t in tensors)
 
 
+@torch._dynamo.assume_constant_result
 def _plan(key: str, specs: tuple) -> tuple:
-    """(structure of the return value, [(shape, dtype)] of the fresh outputs), by a run on meta tensors.
-    The run also checks every rule that depends only on shapes, before the real run touches anything."""
+    """(structure of the return value, ((shape, dtype, allocation number), ...) of its fresh
+    outputs), by a run on meta tensors. The run also checks every rule that depends only on
+    shapes, before the real run touches anything."""
     cached = _plans.get((key, specs))
     if cached is not None:
         return cached
     spec = _specs[key]
-    metas = [torch.empty(shape, dtype=getattr(torch, dtype), device="meta") for shape, dtype in specs]
-    kwargs = dict(spec.constants)
-    kwargs.update(zip(spec.tensor_names, metas))
+    allocations: list = []
+
+    def factory(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+        allocations.append(torch.empty(shape, dtype=dtype, device="meta"))
+        return allocations[-1]
+
     from torch._subclasses.fake_tensor import unset_fake_temporarily
-    with unset_fake_temporarily():
+    with unset_fake_temporarily():  # plain meta tensors, whatever mode the caller traces under
+        metas = [torch.empty(shape, dtype=getattr(torch, dtype), device="meta") for shape, dtype in specs]
+        kwargs = dict(spec.constants)
+        kwargs.update(zip(spec.tensor_names, metas))
         result = _kernel.run(spec.func, spec.grid, (), kwargs, device="meta", dry_run=True,
-                             declared_mutable=spec.mutated_names)
-    ids = {id(m): name for name, m in zip(spec.tensor_names, metas)}
+                             declared_mutable=spec.mutated_names, hbm_factory=factory)
+    inputs = {id(m): name for name, m in zip(spec.tensor_names, metas)}
+    numbers = {id(t): i for i, t in enumerate(allocations)}
     fresh: list = []
 
     def shape_of(x: Any) -> Any:
         if isinstance(x, torch.Tensor):
-            if id(x) in ids:
-                return ("input", ids[id(x)])
-            fresh.append((tuple(x.shape), x.dtype))
+            if id(x) in inputs:
+                return ("input", inputs[id(x)])
+            fresh.append((tuple(x.shape), x.dtype, numbers[id(x)]))
             return ("output", len(fresh) - 1)
         if isinstance(x, (tuple, list)):
             return (type(x).__name__, tuple(shape_of(v) for v in x))
@@ -133,68 +159,55 @@ def _device_of(spec: LaunchSpec, tensors: list) -> torch.device:
     return devices.pop() if devices else torch.device("cpu")
 
 
-@torch.library.custom_op("nki_sim::launch", mutates_args=("mutated",))
-def _launch_op(key: str, inputs: list[torch.Tensor], mutated: list[torch.Tensor]) -> list[torch.Tensor]:
-    spec = _specs[key]
-    tensors = list(inputs) + list(mutated)
+def _ordered(spec: LaunchSpec, inputs: list, mutated: list) -> list:
     names = [n for n in spec.tensor_names if n not in spec.mutated_names] + list(spec.mutated_names)
-    by_name = dict(zip(names, tensors))
-    ordered = [by_name[n] for n in spec.tensor_names]
-    _plan(key, _arg_specs(ordered))  # shape-level checks first: nothing is written if they fail
-    device = _device_of(spec, ordered)
-    return run_on(spec, ordered, device)
+    by_name = dict(zip(names, list(inputs) + list(mutated)))
+    return [by_name[n] for n in spec.tensor_names]
+
+
+@torch.library.custom_op("nki_sim::launch", mutates_args=("mutated", "outputs"))
+def _launch_op(key: str, inputs: list[torch.Tensor], mutated: list[torch.Tensor],
+               outputs: list[torch.Tensor]) -> None:
+    """Runs the kernel `key` names; writes `mutated` in place and its results into `outputs`
+    (allocated by the caller from the plan: a custom op that writes its arguments cannot also
+    return a list of tensors to torch.compile)."""
+    spec = _specs[key]
+    ordered = _ordered(spec, inputs, mutated)
+    device = _device_of(spec, ordered + list(outputs))
+    _, fresh = _plan(key, _arg_specs(ordered))  # shape-level checks first: nothing is written if they fail
+    run_on(spec, ordered, device, list(outputs), [number for _, _, number in fresh])
 
 
 @_launch_op.register_fake
-def _(key: str, inputs: list[torch.Tensor], mutated: list[torch.Tensor]) -> list[torch.Tensor]:
-    spec = _specs[key]
-    tensors = list(inputs) + list(mutated)
-    names = [n for n in spec.tensor_names if n not in spec.mutated_names] + list(spec.mutated_names)
-    by_name = dict(zip(names, tensors))
-    ordered = [by_name[n] for n in spec.tensor_names]
-    _, fresh = _plan(key, _arg_specs(ordered))
-    device = ordered[0].device if ordered else torch.device("cpu")
-    return [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in fresh]
+def _(key: str, inputs: list[torch.Tensor], mutated: list[torch.Tensor], outputs: list[torch.Tensor]) -> None:
+    return None
 
 
-def run_on(spec: LaunchSpec, tensors: list, device: torch.device) -> list:
-    """One launch on real tensors: host views of `neuron` memory, outputs allocated on the device."""
+def run_on(spec: LaunchSpec, tensors: list, device: torch.device, outputs: list, numbers: list) -> None:
+    """One launch on real tensors: `neuron` memory through host views (no copies); the
+    kernel's returned outputs are `outputs` (allocation number numbers[j] is outputs[j])."""
     from .. import _C
     on_device = device.type == "neuron"
     issue_ns = _C._prof_now_ns()
-    owners: dict = {}
-    if on_device:
-        views = [_C._host_alias(t) for t in tensors]
+    host = (lambda t: _C._host_alias(t)) if on_device else (lambda t: t)
+    views = [host(t) for t in tensors]
+    returned = {n: host(t) for n, t in zip(numbers, outputs)}
+    count = [0]
 
-        def factory(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
-            out = torch.empty(shape, dtype=dtype, device=device)
-            view = _C._host_alias(out)
-            owners[id(view)] = out
-            return view
-    else:
-        views, factory = tensors, None
+    def factory(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+        i = count[0]
+        count[0] += 1
+        out = returned.get(i)
+        return out if out is not None else torch.empty(shape, dtype=dtype)  # HBM scratch the caller never sees
+
     kwargs = dict(spec.constants)
     kwargs.update(zip(spec.tensor_names, views))
-    access = _C._HostAccess() if on_device else _Nothing()
-    with access:
+    with (_C._HostAccess() if on_device else _Nothing()):
         result = _kernel.run(spec.func, spec.grid, (), kwargs, declared_mutable=spec.mutated_names,
                              hbm_factory=factory, name=spec.name)
     if on_device:
         _C._record_named_run(f"nki_{spec.name}")
     _cost.record_launch(spec.name, result.work, device.index if on_device else None, issue_ns, result.sbuf_peak)
-    ids = {id(v) for v in views}
-    fresh: list = []
-
-    def collect(x: Any) -> None:
-        if isinstance(x, torch.Tensor):
-            if id(x) not in ids:
-                fresh.append(owners.get(id(x), x))
-        elif isinstance(x, (tuple, list)):
-            for v in x:
-                collect(v)
-
-    collect(result.outputs)
-    return fresh
 
 
 class _Nothing:
@@ -206,58 +219,57 @@ class _Nothing:
 
 
 def _declared_mutable() -> set:
-    if torch.compiler.is_compiling():
-        return set()
+    if torch.compiler.is_dynamo_compiling():
+        return set()  # Dynamo traces the call: an nki_op's body is run later, under fake tensors
     return getattr(_tls, "mutable", set())
 
 
 class NKIKernelCaller:
-    """wrap_nki(kernel): `[grid]` fixes the launch grid; calling it launches the kernel."""
+    """wrap_nki(kernel): `[grid]` fixes the launch grid; calling it launches the
+    kernel. Written so that Dynamo traces it into one `nki_sim::launch` node:
+    everything about the kernel is computed by constant functions."""
 
     def __init__(self, kernel: Any, grid: tuple = ()) -> None:
-        func, own_grid = _kernel.kernel_function(kernel)
         self.kernel = kernel
-        self.func = func
-        self.grid = grid or own_grid
-        self.index = _kernel_index(func)
-        sig = inspect.signature(func)
-        self.params = tuple(sig.parameters.values())
-        self.mutable_params = frozenset(p.name for p in self.params if _kernel._is_mutable_annotation(p.annotation))
+        self.grid = grid
 
     def __getitem__(self, grid: Any) -> "NKIKernelCaller":
-        return NKIKernelCaller(self.kernel, _kernel._grid(grid))
+        items = grid if isinstance(grid, (tuple, list)) else (grid,)
+        return NKIKernelCaller(self.kernel, tuple(int(g) for g in items))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        index, own_grid, params, mutable = _kernel_info(self.kernel)
+        grid = self.grid or own_grid
+        if len(args) > len(params):
+            raise NKIError(f"nki kernel takes {len(params)} arguments, got {len(args)}")
         values = {}
-        for p, a in zip(self.params, args):
-            values[p.name] = a
-        if len(args) > len(self.params):
-            raise NKIError(f"nki kernel '{self.func.__name__}' takes {len(self.params)} arguments, got {len(args)}")
+        for (name, default), a in zip(params, args):
+            values[name] = a
         for k, v in kwargs.items():
             values[k] = v
-        for p in self.params:
-            if p.name not in values:
-                if p.default is inspect.Parameter.empty:
-                    raise NKIError(f"nki kernel '{self.func.__name__}': missing argument '{p.name}'")
-                values[p.name] = p.default
-        tensor_names, constants, tensors = [], [], []
+        tensor_names, constants, tensors, mutated_names = [], [], [], []
         declared = _declared_mutable()
-        mutated_names = []
-        for p in self.params:
-            v = values[p.name]
+        for name, default in params:
+            if name not in values:
+                if default == _NO_DEFAULT:
+                    raise NKIError(f"nki kernel: missing argument '{name}'")
+                values[name] = default
+            v = values[name]
             if isinstance(v, torch.Tensor):
-                tensor_names.append(p.name)
+                tensor_names.append(name)
                 tensors.append(v)
-                if p.name in self.mutable_params or (declared and id(v) in declared):
-                    mutated_names.append(p.name)
+                if name in mutable or (declared and id(v) in declared):
+                    mutated_names.append(name)
             else:
-                constants.append((p.name, v))
-        key = _launch_key(self.index, self.grid, tuple(constants), tuple(tensor_names), tuple(mutated_names))
+                constants.append((name, v))
+        key = _launch_key(index, grid, tuple(constants), tuple(tensor_names), tuple(mutated_names))
         reads = [t for n, t in zip(tensor_names, tensors) if n not in mutated_names]
         writes = [t for n, t in zip(tensor_names, tensors) if n in mutated_names]
-        outs = torch.ops.nki_sim.launch(key, reads, writes)
-        structure, _ = _plan(key, _arg_specs(tensors))
-        return _rebuild(structure, list(outs), dict(zip(tensor_names, tensors)))
+        structure, fresh = _plan(key, _arg_specs(tensors))
+        device = tensors[0].device if tensors else torch.device("cpu")
+        outs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, _ in fresh]
+        torch.ops.nki_sim.launch(key, reads, writes, outs)
+        return _rebuild(structure, outs, dict(zip(tensor_names, tensors)))
 
 
 def wrap_nki(kernel: Any = None, **kwargs: Any) -> Any:
