@@ -9,6 +9,7 @@
 #include "aten/execution/dtype_widening.h"
 #include "aten/execution/execution.h"
 #include "aten/execution/fallback_policy.h"
+#include "aten/execution/kernel_runs.h"
 #include "aten/execution/op_table.h"
 #include "aten/execution/report_measures.h"
 #include "aten/execution/tensor_alias.h"
@@ -46,7 +47,7 @@ void registerExecutionBindings(py::module_& m) {
     return out;
   });
   m.def("_clear_op_tracking", &clearOpTracking);
-  m.def("_record_named_run", &recordNamedRun);
+  m.def("_record_named_run", &recordNamedKernelRun);
   // A neuron tensor's arena bytes as a CPU tensor, without a copy (NKI kernels read and write through it).
   m.def("_host_alias", [](const at::Tensor& t) {
     TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "_host_alias takes a neuron tensor, got one on ",

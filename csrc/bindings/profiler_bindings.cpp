@@ -62,9 +62,6 @@ py::dict modelDict(const CostModel& m) {
   d["transfer_latency_s"] = k.transfer_latency_s;
   d["compile_s"] = k.compile_s;
   d["collective_latency_s"] = k.collective_latency_s;
-  d["engine_hz"] = k.engine_hz;
-  d["engine_issue_cycles"] = k.engine_issue_cycles;
-  d["dma_fixed_s"] = k.dma_fixed_s;
   return d;
 }
 
@@ -79,9 +76,6 @@ CostModel modelFrom(const std::string& profile, int lnc, const py::dict& overrid
     else if (name == "transfer_latency_s") k.transfer_latency_s = v;
     else if (name == "compile_s") k.compile_s = v;
     else if (name == "collective_latency_s") k.collective_latency_s = v;
-    else if (name == "engine_hz") k.engine_hz = v;
-    else if (name == "engine_issue_cycles") k.engine_issue_cycles = v;
-    else if (name == "dma_fixed_s") k.dma_fixed_s = v;
     else throw py::value_error("unknown cost model constant '" + name + "'");
   }
   return CostModel(profile, lnc, k);  // std::invalid_argument reaches Python as ValueError (pybind11)
@@ -232,6 +226,14 @@ void registerProfilerBindings(py::module_& m) {
         });
   m.def("_prof_record_graph_run", &profiler::recordGraphRun);
   // NKI kernels: the model's cost of a launch's work, and one launch as a device event.
+  m.def("_prof_nki_constants", [] {
+    const runtime::EngineConstants k;
+    py::dict d;
+    d["engine_hz"] = k.engine_hz;
+    d["issue_cycles"] = k.issue_cycles;
+    d["dma_fixed_s"] = k.dma_fixed_s;
+    return d;
+  });
   m.def("_prof_nki_cost", [](const EngineWorkTuple& work) {
     return engineCostDict(runtime::engineCost(*runtime::costModel(), engineWorkOf(work)));
   });

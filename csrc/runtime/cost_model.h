@@ -63,12 +63,6 @@ struct CostConstants {
   double transfer_latency_s = 5e-6;    // fixed cost of one host<->device DMA
   double compile_s = 0.5;              // neuronx-cc compiling one eager op's NEFF
   double collective_latency_s = 10e-6; // fixed cost of one collective step
-  // NKI kernels (engine_cost.h): the engines' clock, the fixed cycles an
-  // instruction costs (AWS's NKI ISA pages give ~64 as the minimum initiation
-  // interval), and the fixed cost of one DMA transfer.
-  double engine_hz = 1.4e9;
-  double engine_issue_cycles = 64;
-  double dma_fixed_s = 2e-6;
 };
 
 enum class Regime : uint8_t { kCompute, kMemory, kFallback, kTransfer, kCompile, kCollective, kLaunch };

@@ -13,9 +13,8 @@ const char* engineName(Engine e) {
   return "?";
 }
 
-EngineCost engineCost(const CostModel& model, const EngineWork& w) {
-  const CostConstants& k = model.constants();
-  const double issue_s = k.engine_issue_cycles / k.engine_hz;
+EngineCost engineCost(const CostModel& model, const EngineWork& w, const EngineConstants& k) {
+  const double issue_s = k.issue_cycles / k.engine_hz;
   EngineCost c;
   double tensor = 0;
   for (int m = 0; m < 3; ++m)
@@ -27,8 +26,8 @@ EngineCost engineCost(const CostModel& model, const EngineWork& w) {
   double busy = 0;
   for (double s : c.seconds) busy += s;
   const double compute = c.seconds[0] + c.seconds[1] + c.seconds[2] + c.seconds[3];
-  c.total = {busy + k.launch_overhead_s, k.launch_overhead_s, compute >= c.seconds[4] ? Regime::kCompute
-                                                                                        : Regime::kMemory};
+  const double launch_s = model.constants().launch_overhead_s;
+  c.total = {busy + launch_s, launch_s, compute >= c.seconds[4] ? Regime::kCompute : Regime::kMemory};
   return c;
 }
 

@@ -24,11 +24,20 @@ struct EngineWork {
   double dma_bytes = 0;
 };
 
+// Assumptions (docs/nki.md): the engines' clock, the fixed cycles an
+// instruction costs (AWS's NKI ISA pages give ~64 as the minimum initiation
+// interval), and the fixed cost of one DMA transfer.
+struct EngineConstants {
+  double engine_hz = 1.4e9;
+  double issue_cycles = 64;
+  double dma_fixed_s = 2e-6;
+};
+
 struct EngineCost {
   std::array<double, kEngines> seconds{};  // per Engine, issue cost included
   Cost total;                              // the sum, plus the launch overhead
 };
 
-EngineCost engineCost(const CostModel& model, const EngineWork& work);
+EngineCost engineCost(const CostModel& model, const EngineWork& work, const EngineConstants& k = {});
 
 }  // namespace neuron_sim::runtime

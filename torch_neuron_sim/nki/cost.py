@@ -25,6 +25,12 @@ def _work_tuple(work: EngineWork) -> tuple:
     return (instructions, elements, flops, float(work.dma_bytes))
 
 
+def constants() -> dict:
+    """The engine model's assumptions: engine_hz, issue_cycles (per instruction), dma_fixed_s (per DMA)."""
+    from .. import _C
+    return dict(_C._prof_nki_constants())
+
+
 def estimate(work: EngineWork) -> dict:
     """The model's cost of a launch's work: seconds, launch_seconds, bound, engines {name: seconds}."""
     from .. import _C

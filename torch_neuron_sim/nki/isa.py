@@ -344,14 +344,23 @@ def nc_matmul(dst: NkiTensor, stationary: Any = None, moving: Any = None, accumu
     if dst.t.numel() != m_size * n_size or dst.shape[0] != m_size:
         raise fail(instr, f"dst '{dst.name}' has shape {dst.shape}; the product is ({m_size}, {n_size})")
     _writable(instr, dst)
-    s = stationary.t.float().reshape(k, m_size)
-    m = moving.t.float().reshape(k, n_size)
+    s = stationary.t.reshape(k, m_size).float()
+    m = moving.t.reshape(k, n_size).float()
     product = (s.t() @ m).reshape(dst.shape)
     if accumulate is None:
-        product = product + torch.where(dst.aux, dst.t.float(), torch.zeros((), device=product.device))
+        # Add where an accumulation is open; the common cases (none or all) without a select.
+        if dst.t.device.type == "meta" or not bool(dst.aux.any()):
+            accumulate = False
+        elif bool(dst.aux.all()):
+            accumulate = True
+        else:
+            product = product + torch.where(dst.aux, dst.t.float(), torch.zeros((), device=product.device))
+    if accumulate and dst.t.dtype == torch.float32:
+        dst.t.add_(product)
     elif accumulate:
-        product = product + dst.t.float()
-    dst.t.copy_(product)
+        dst.t.copy_(product + dst.t.float())
+    else:
+        dst.t.copy_(product)
     dst.aux.fill_(True)
     launch = _launch.current()
     launch.count("tensor", n_size)

@@ -164,8 +164,7 @@ class Kernel:
         if _launch.current_or_none() is not None:
             return self.func(*args, **kwargs)
         values = list(args) + list(kwargs.values())
-        if any(isinstance(v, torch.Tensor) and v.device.type == "neuron" for v in values) or \
-                self.options.get("mode") not in (None, "simulation", "auto"):
+        if any(isinstance(v, torch.Tensor) and v.device.type == "neuron" for v in values):
             from .torch_wiring import wrap_nki
             return wrap_nki(self)[self.grid](*args, **kwargs)
         from .simulate import simulate

@@ -330,10 +330,12 @@ def _binary(op: _Op, x: Any, y: Any, dtype: Any = None, mask: Any = None, **kwar
     else:
         shape = x.shape if tx else y.shape
     out = ndarray(shape, dtype or _result_dtype(x, y), sbuf)
-    a = x.t.float() if tx else x
-    b = y.t.float() if ty else y
-    _isa._write(instr, out, op.fn(torch.as_tensor(a) if not tx else a, b) if not (tx or ty) else
-                (op.fn(a, b) if tx else op.fn(torch.full((), float(a), device=b.device), b)))
+    a = _isa._read(instr, "x", x) if tx else None
+    b = _isa._read(instr, "y", y) if ty else None
+    ref = a if a is not None else b
+    a = a if a is not None else torch.tensor(float(x), device=ref.device)
+    b = b if b is not None else torch.tensor(float(y), device=ref.device)
+    _isa._write(instr, out, op.fn(a, b).expand(shape))
     _launch.current().count("vector", _isa._free_elems(out))
     return out
 
@@ -345,12 +347,9 @@ def _reduce(op: _Op, x: NkiTensor, axis: Any, dtype: Any = None, keepdims: bool 
     instr = f"nl.{op.name}"
     _isa._check_tensor(instr, "x", x, ("sbuf", "psum"))
     dims = _isa._free_axes(instr, axis, x)
-    values = op.reduce(x.t.float(), dims, keepdims)
-    if values.dim() == 0 or values.shape[0] != x.shape[0]:
-        values = values.reshape((x.shape[0],) + tuple(values.shape[1:]) if values.dim() else (x.shape[0],))
-    out = ndarray(tuple(values.shape) if values.dim() > 1 else (x.shape[0], 1) if keepdims else tuple(values.shape),
-                  dtype or x.dtype, sbuf)
-    _isa._write(instr, out, values.reshape(out.shape))
+    values = op.reduce(_isa._read(instr, "x", x), dims, keepdims)
+    out = ndarray(tuple(values.shape), dtype or x.dtype, sbuf)
+    _isa._write(instr, out, values)
     _launch.current().count("vector", _isa._free_elems(x))
     return out
 

@@ -1,6 +1,7 @@
 #include "aten/execution/op_table.h"
 
 #include "aten/execution/dtype_policy.h"
+#include "aten/execution/kernel_runs.h"
 
 #include <memory>
 #include <mutex>
@@ -31,9 +32,7 @@ std::unordered_map<std::string, HostKernel>& hostKernels() {
   return *kernels;
 }
 
-bool isNative(const Table& t, const OpEntry& e) {
-  return e.named || t.native.count(e.name) || t.native.count(e.base);
-}
+bool isNative(const Table& t, const OpEntry& e) { return t.native.count(e.name) || t.native.count(e.base); }
 
 std::unordered_map<std::string, Precondition>& preconditions() {
   static auto* checks = new std::unordered_map<std::string, Precondition>();
@@ -92,22 +91,6 @@ OpEntry& opEntry(const c10::OperatorHandle& op) {
   return *slot;
 }
 
-void recordNamedRun(const std::string& name) {
-  Table& t = table();
-  std::lock_guard<std::mutex> g(t.mu);
-  // Keyed by the interned name's address, which no operator schema shares.
-  static std::unordered_set<std::string>* names = new std::unordered_set<std::string>();
-  const std::string* key = &*names->insert(name).first;
-  auto& slot = t.entries[key];
-  if (!slot) {
-    slot = std::make_unique<OpEntry>();
-    slot->name = slot->base = slot->recorded = name;
-    slot->named = true;
-    slot->native = true;
-  }
-  slot->executed.fetch_add(1, std::memory_order_relaxed);
-}
-
 void setNativeOps(const std::vector<std::string>& names) {
   Table& t = table();
   std::lock_guard<std::mutex> g(t.mu);
@@ -146,6 +129,7 @@ std::vector<OpCount> opCounts() {
     uint64_t x = e->executed.load(), f = e->fallbacks.load();
     if (x || f) out.push_back({e->name, e->recorded, x, f});
   }
+  for (const auto& [name, n] : namedKernelRuns()) out.push_back({name, name, n, 0});
   return out;
 }
 
@@ -159,6 +143,7 @@ void clearOpTracking() {
     e->downcasts_i64 = 0;
     e->widened = 0;
   }
+  clearNamedKernelRuns();
 }
 
 std::vector<OpStats> opStats() {
@@ -175,6 +160,8 @@ std::vector<OpStats> opStats() {
     }
     if (s.executed || s.fallbacks || s.downcasts_f64 || s.downcasts_i64 || s.compilations || s.widened) out.push_back(std::move(s));
   }
+  // Kernels run by name (NKI launches) are the device's own: native.
+  for (const auto& [name, n] : namedKernelRuns()) out.push_back(OpStats{name, true, n, 0, 0, 0, 0, 0, 0, 0, 0, 0});
   return out;
 }
 

@@ -69,7 +69,6 @@ struct OpEntry {
   std::atomic<uint64_t> copied_bytes{0};  // fallbacks: bytes of those copies
   HostKernel host_kernel = nullptr;
   Precondition precondition = nullptr;
-  bool named = false;  // recordNamedRun's entry: a device kernel, native whatever the native set says
 };
 
 OpEntry& opEntry(const c10::OperatorHandle& op);
@@ -80,11 +79,6 @@ OpEntry& kernelEntry(const char* name, const char* overload);
 inline void recordKernelRun(OpEntry& e) {
   if (!e.never.load(std::memory_order_relaxed)) e.executed.fetch_add(1, std::memory_order_relaxed);
 }
-
-// A run of a kernel that is no operator of the dispatcher (an NKI kernel,
-// recorded as "nki_<kernel name>"): counted as executed on the device under
-// that name. Not for the per-op path (it takes the table's lock).
-void recordNamedRun(const std::string& name);
 
 // The rules of tracking.rules: names recorded instead of the overload that
 // ran, ops never recorded, fallbacks exempt from recording (exact names), and
