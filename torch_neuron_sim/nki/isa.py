@@ -69,7 +69,10 @@ def _space(x: NkiTensor) -> str:
     return "hbm" if x.buffer.hbm else x.buffer.name
 
 
-def _check_tensor(instr: str, operand: str, x: Any, spaces: Sequence[str], hint: str = "") -> NkiTensor:
+def _check_tensor(instr: str, operand: str, x: Any, spaces: Sequence[str], hint: str = "",
+                  whole_write: bool = False) -> NkiTensor:
+    """Checks an operand's kind, bounds and memory; `whole_write`: the instruction
+    overwrites every element of it (new memory then needs no uninitialised fill)."""
     if not isinstance(x, NkiTensor):
         raise fail(instr, f"{operand} is a {type(x).__name__}, expected a tensor (an NKI tile or kernel argument)")
     if x.oob is not None:
@@ -82,6 +85,8 @@ def _check_tensor(instr: str, operand: str, x: Any, spaces: Sequence[str], hint:
                     else "copy it to SBUF first (nisa.tensor_copy)" if _space(x) == "psum" else "")
         raise fail(instr, f"{operand} '{x.name}' is in {_SPACE_NAMES[_space(x)]}; this instruction's engine "
                    f"reads {where}", hint)
+    if x.alloc.unfilled is not None:
+        x.alloc.touch(whole_write and x.t.numel() == x.alloc.unfilled.numel())
     return x
 
 
@@ -126,7 +131,7 @@ def _writable(instr: str, dst: NkiTensor) -> None:
 
 def _write(instr: str, dst: Any, values: torch.Tensor, spaces: Sequence[str] = ("sbuf", "psum"),
            operand: str = "dst") -> None:
-    _check_tensor(instr, operand, dst, spaces)
+    _check_tensor(instr, operand, dst, spaces, whole_write=True)
     _writable(instr, dst)
     if tuple(values.shape) != dst.shape:
         if values.numel() == dst.t.numel() and values.dim() and values.shape[0] == dst.shape[0]:
@@ -234,6 +239,8 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, oob_mode: Any = oob_mode.error, dge
         if x.oob is not None and not skip:
             raise fail(instr, f"{name}: {x.oob}", "index within the tensor, or pass "
                        "oob_mode=nisa.oob_mode.skip to drop the part outside")
+    if src.alloc.unfilled is not None:
+        src.alloc.touch()
     s, d = src.t, dst.t
     if src.oob is not None or dst.oob is not None:
         # Skip mode: the in-bounds part of each side, element for element.
@@ -279,7 +286,7 @@ def memset(dst: NkiTensor, value: Any, engine: Any = None, **kwargs: Any) -> Non
     instr = "nisa.memset"
     eng = _engine_name(engine, "vector")
     _gpsimd_no_psum(instr, eng, ("dst", dst))
-    _check_tensor(instr, "dst", dst, ("sbuf", "psum"))
+    _check_tensor(instr, "dst", dst, ("sbuf", "psum"), whole_write=True)
     _writable(instr, dst)
     dst.t.fill_(value)
     if dst.aux is not None:
@@ -326,7 +333,9 @@ def nc_matmul(dst: NkiTensor, stationary: Any = None, moving: Any = None, accumu
     lim = _launch.current().limits
     _check_tensor(instr, "stationary", stationary, ("sbuf",), hint="TensorE reads its operands from SBUF")
     _check_tensor(instr, "moving", moving, ("sbuf",), hint="TensorE reads its operands from SBUF")
-    _check_tensor(instr, "dst", dst, ("psum",), hint="TensorE writes its result to PSUM")
+    # New PSUM needs no uninitialised fill unless the product is added to it (accumulate=True).
+    _check_tensor(instr, "dst", dst, ("psum",), hint="TensorE writes its result to PSUM",
+                  whole_write=accumulate is not True)
     k = stationary.shape[0]
     if moving.shape[0] != k:
         raise fail(instr, f"partition dimension mismatch: stationary has {k} partitions (K), moving has "

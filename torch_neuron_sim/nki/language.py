@@ -400,6 +400,8 @@ def transpose(x: NkiTensor, dtype: Any = None, **kwargs: Any) -> NkiTensor:
 
 def device_print(prefix: str, x: Any, **kwargs: Any) -> None:
     """Prints the tile (the simulator's device_print writes to stdout)."""
+    if isinstance(x, NkiTensor) and x.alloc.unfilled is not None:
+        x.alloc.touch()
     value = x.t if isinstance(x, NkiTensor) else x
     print(prefix, value)
 

@@ -72,7 +72,7 @@ def _fill_uninitialized(t: torch.Tensor) -> None:
 class Allocation:
     """One allocation (or one kernel argument): its bytes and its books."""
 
-    __slots__ = ("buffer", "name", "input_index", "mutable", "written", "acc", "__weakref__")
+    __slots__ = ("buffer", "name", "input_index", "mutable", "written", "acc", "unfilled", "__weakref__")
 
     def __init__(self, buffer: Buffer, name: str, input_index: int = -1, mutable: bool = True) -> None:
         self.buffer = buffer
@@ -81,6 +81,17 @@ class Allocation:
         self.mutable = mutable
         self.written: Optional[torch.Tensor] = None  # HBM: which elements the kernel wrote
         self.acc: Optional[torch.Tensor] = None      # PSUM: which elements hold an open accumulation
+        # On-chip: the whole tensor, until its uninitialised fill is done. The fill waits for
+        # the first access: a first write covering the whole tile makes it unnecessary.
+        self.unfilled: Optional[torch.Tensor] = None
+
+    def touch(self, whole_write: bool = False) -> None:
+        """Before an access: fill new memory with the uninitialised pattern, unless the
+        access overwrites all of it."""
+        if self.unfilled is not None:
+            if not whole_write:
+                _fill_uninitialized(self.unfilled)
+            self.unfilled = None
 
 
 class NkiTensor:
@@ -304,7 +315,7 @@ def allocate(shape: Any, dtype: Any, buffer: Any, name: Optional[str] = None, fi
         return _hbm_tensor(launch, buf, shape, dt, name, fill)
     t = torch.empty(shape, dtype=dt, device=launch.device)
     if fill is None:
-        _fill_uninitialized(t)
+        alloc.unfilled = t
     else:
         t.fill_(fill)
     aux = None
