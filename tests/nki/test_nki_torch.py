@@ -199,3 +199,12 @@ def test_alias_never_shadows_an_installed_nki(tmp_path, monkeypatch):
         assert getattr(real, "REAL", False)
     finally:
         remove_aliases()
+
+
+def test_pytorch_profiler_shows_the_launch_as_a_device_row():
+    from torch.profiler import ProfilerActivity, profile
+    x = torch.randn(128, 64, device="neuron")
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as p:
+        wrap_nki(scale_rows)[1](x, 2.0)
+    rows = {e.key: e for e in p.key_averages()}
+    assert rows["nki_scale_rows"].device_time_total > 0

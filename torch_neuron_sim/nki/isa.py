@@ -66,7 +66,7 @@ _SPACE_NAMES = {"sbuf": "nl.sbuf", "psum": "nl.psum", "hbm": "HBM"}
 
 
 def _space(x: NkiTensor) -> str:
-    return "hbm" if x.buffer.hbm else x.buffer.name
+    return x.alloc.buffer.space
 
 
 def _check_tensor(instr: str, operand: str, x: Any, spaces: Sequence[str], hint: str = "",
@@ -78,7 +78,7 @@ def _check_tensor(instr: str, operand: str, x: Any, spaces: Sequence[str], hint:
     if x.oob is not None:
         raise fail(instr, f"{operand}: {x.oob}", "index within the tensor (nisa.dma_copy with "
                    "oob_mode=nisa.oob_mode.skip drops the part outside)")
-    if _space(x) not in spaces:
+    if x.alloc.buffer.space not in spaces:
         where = " or ".join(_SPACE_NAMES[s] for s in spaces)
         if not hint:
             hint = ("load it into SBUF first (nl.load or nisa.dma_copy)" if _space(x) == "hbm"
@@ -98,7 +98,8 @@ def _read(instr: str, operand: str, x: Any, spaces: Sequence[str] = ("sbuf", "ps
 
 
 def _free_elems(x: NkiTensor) -> int:
-    return x.t.numel() // x.t.shape[0] if x.t.dim() else 1
+    shape = x.t.shape
+    return math.prod(shape[1:]) if shape else 1
 
 
 def _free_axes(instr: str, axis: Any, x: NkiTensor) -> list:
@@ -153,12 +154,6 @@ def _same_partitions(instr: str, a: NkiTensor, an: str, b: NkiTensor, bn: str) -
                    f"{b.shape[0]}", "operands of one instruction cover the same partitions")
 
 
-def _partition_limit(instr: str, operand: str, x: NkiTensor) -> None:
-    lim = _launch.current().limits
-    if x.ndim and x.shape[0] > lim.pmax:
-        raise fail(instr, f"{operand} partition dimension {x.shape[0]} exceeds maximum {lim.pmax}")
-
-
 def _engine_name(e: Any, default: str) -> str:
     if e is None:
         return default
@@ -175,9 +170,20 @@ def _gpsimd_no_psum(instr: str, eng: str, *operands: tuple) -> None:
                        "use engine=nisa.engine.vector, or copy the tile to SBUF")
 
 
+_nl: Any = None
+
+
+def _language() -> Any:
+    global _nl
+    if _nl is None:
+        from . import language
+        _nl = language
+    return _nl
+
+
 def _op(instr: str, op: Any, operand: str = "op") -> Any:
-    from . import language as nl
-    if isinstance(op, nl._Op):
+    nl = _language()
+    if type(op) is nl._Op:
         return op
     name = getattr(op, "__name__", None)
     # Legacy kernels pass numpy ufuncs (np.add, np.exp...).
@@ -253,9 +259,6 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, oob_mode: Any = oob_mode.error, dge
     elif s.numel() != d.numel():
         raise fail(instr, f"dst '{dst.name}' {dst.shape} has {d.numel()} elements, src '{src.name}' {src.shape} "
                    f"has {s.numel()}", "DMA copies element for element: both sides need the same count")
-    on_chip = [x for x in (dst, src) if x.buffer is sbuf]
-    for x in on_chip:
-        _partition_limit(instr, "dst" if x is dst else "src", x)
     values = s if s.dtype == d.dtype else s.float()
     _write(instr, dst, values.reshape(d.shape), ("sbuf", "hbm"))
     launch = _launch.current()
@@ -479,8 +482,6 @@ def tensor_tensor(dst: Any, data1: Any = None, data2: Any = None, op: Any = None
     fn = _binary_fn(instr, op)
     _check_tensor(instr, "data1", data1, ("sbuf", "psum"))
     _check_tensor(instr, "data2", data2, ("sbuf", "psum"))
-    for name, x in (("data1", data1), ("data2", data2)):
-        _partition_limit(instr, name, x)
     if data1.buffer is psum and data2.buffer is psum:
         raise fail(instr, f"data1 '{data1.name}' and data2 '{data2.name}' are both in nl.psum; at most one "
                    "operand may be read from PSUM", "copy one of them to SBUF first")
@@ -489,7 +490,9 @@ def tensor_tensor(dst: Any, data1: Any = None, data2: Any = None, op: Any = None
     if _free_elems(data1) != _free_elems(data2):
         raise fail(instr, f"data1 {data1.shape} and data2 {data2.shape} differ in free size")
     a = _read(instr, "data1", data1)
-    b = _read(instr, "data2", data2).reshape(a.shape)
+    b = _read(instr, "data2", data2)
+    if b.shape != a.shape:
+        b = b.reshape(a.shape)
     _write(instr, dst, fn(a, b))
     _launch.current().count(eng, _free_elems(data1))
 

@@ -182,6 +182,10 @@ def load(src: NkiTensor, dtype: Any = None, mask: Any = None, **kwargs: Any) -> 
     _isa._check_tensor("nl.load", "src", src, ("hbm",))
     if src.ndim == 0:
         raise fail("nl.load", f"src '{src.name}' is a scalar; load at least one element")
+    pmax = _launch.current().limits.pmax
+    if src.shape[0] > pmax:
+        raise fail("nl.load", f"partition dimension {src.shape[0]} of src '{src.name}' {src.shape} exceeds maximum "
+                   f"{pmax}", "load at most 128 rows at a time: slice the tensor")
     out = ndarray(src.shape, dtype or src.dtype, sbuf)
     _isa.dma_copy(out, src)
     return out

@@ -33,6 +33,7 @@ class Buffer:
     def __init__(self, name: str, on_chip: bool) -> None:
         self.name = name
         self.on_chip = on_chip
+        self.space = name if on_chip else "hbm"  # what the engine rules distinguish
 
     def __repr__(self) -> str:
         return f"nl.{self.name}"
