@@ -43,7 +43,8 @@ def _matmul(m_free, n_free, dtype=nl.float32):
     def k(a):
         s = nl.zeros((128, m_free), dtype, buffer=nl.sbuf)
         mv = nl.zeros((128, n_free), dtype, buffer=nl.sbuf)
-        acc = nl.ndarray((m_free, n_free), nl.float32, buffer=nl.psum)
+        # the operands' limits are checked before the destination's shape
+        acc = nl.ndarray((min(m_free, 128), min(n_free, 512)), nl.float32, buffer=nl.psum)
         nisa.nc_matmul(acc, s, mv)
         return a
     return k
@@ -57,8 +58,9 @@ def test_matmul_stationary_free_size():
 def test_matmul_moving_free_size_per_generation(monkeypatch):
     with pytest.raises(NKIError, match=r"nisa.nc_matmul: moving free size 1024 exceeds maximum 512 on trn2"):
         run(_matmul(128, 1024), torch.zeros(1), target="trn2", monkeypatch=monkeypatch)
-    # NeuronCore-v4 (trn3) streams up to 4096 fp32 columns.
-    run(_matmul(128, 1024), torch.zeros(1), target="trn3", monkeypatch=monkeypatch)
+    # NeuronCore-v4 (trn3) streams up to 4096 fp32 columns: the limit passes, the (128, 512) dst does not.
+    with pytest.raises(NKIError, match=r"nisa.nc_matmul: dst .* has shape \(128, 512\); the product is \(128, 1024\)"):
+        run(_matmul(128, 1024), torch.zeros(1), target="trn3", monkeypatch=monkeypatch)
     with pytest.raises(NKIError, match=r"moving free size 8192 exceeds maximum 4096 on trn3"):
         run(_matmul(16, 8192), torch.zeros(1), target="trn3", monkeypatch=monkeypatch)
 
@@ -105,7 +107,7 @@ def test_engines_reach_only_their_memories():
         nisa.tensor_tensor(dst=t, data1=a, data2=t, op=nl.add)
         return a
 
-    with pytest.raises(NKIError, match=r"nisa.tensor_tensor: data1 'a' is in HBM; .* reads nl.sbuf or nl.psum. "
+    with pytest.raises(NKIError, match=r"nisa.tensor_tensor: data1 'a' is in HBM; .* reads nl.sbuf or nl.psum .*"
                                        r"load it into SBUF first"):
         run(hbm_operand, torch.zeros(4, 4))
 

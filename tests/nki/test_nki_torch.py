@@ -178,6 +178,22 @@ def test_nki_and_legacy_module_names_resolve_to_the_simulator():
         a = np.random.rand(128, 512).astype(np.float32)
         np.testing.assert_allclose(legacy_nki.simulate_kernel(legacy_add, a, a), 2 * a)
 
+        import neuronxcc.nki.isa as legacy_isa
+
+        @legacy_nki.jit
+        def legacy_matmul(lhsT, rhs):
+            out = legacy_nl.ndarray((128, 512), legacy_nl.float32, buffer=legacy_nl.shared_hbm)
+            acc = legacy_nl.zeros((128, 512), legacy_nl.float32, buffer=legacy_nl.psum)
+            for k in legacy_nl.affine_range(2):
+                s = legacy_nl.load(lhsT[k * 128:(k + 1) * 128, :])
+                m = legacy_nl.load(rhs[k * 128:(k + 1) * 128, :])
+                acc[...] += legacy_isa.nc_matmul(s, m)   # the legacy ISA returns its result
+            legacy_nl.store(out, value=legacy_nl.copy(acc))
+            return out
+
+        lhsT, rhs = np.random.rand(256, 128).astype(np.float32), np.random.rand(256, 512).astype(np.float32)
+        np.testing.assert_allclose(legacy_nki.simulate_kernel(legacy_matmul, lhsT, rhs), lhsT.T @ rhs, rtol=1e-5)
+
         @legacy_nki.jit
         def legacy_mask(a_tensor):
             ix = legacy_nl.arange(128)[:, None]

@@ -40,14 +40,14 @@ def estimate(work: EngineWork) -> dict:
 def record_launch(kernel_name: str, work: EngineWork, device: Optional[int], issue_ns: Optional[int] = None,
                   sbuf_peak: int = 0) -> dict:
     """Records one launch: a device event (when the timeline records) and the per-engine totals."""
-    from .. import _C
+    from .. import _C, profiler
     name = f"nki_{kernel_name}"
     if issue_ns is None:
-        issue_ns = _C._prof_now_ns()
+        issue_ns = profiler.now_ns()
     cost = _C._prof_record_nki_launch(name, -1 if device is None else int(device), int(issue_ns),
                                       _work_tuple(work))
     with _lock:
-        if _C._prof_recording() and len(_recent) < _RECENT_MAX:
+        if profiler.recording() and len(_recent) < _RECENT_MAX:
             _recent[(name, int(issue_ns))] = dict(cost["engines"])
         row = _totals.setdefault(name, dict({"count": 0, "seconds": 0.0, "instructions": 0, "sbuf_peak": 0},
                                             **dict.fromkeys(ENGINES, 0.0)))

@@ -57,8 +57,8 @@ def limits_for(profile: str) -> Limits:
 
 def active_profile() -> str:
     """The simulated machine's profile (NEURON_SIM_PROFILE, read by the device table)."""
-    from .. import _C
-    return _C._machine()["profile"]
+    from ..device import machine
+    return machine()["profile"]
 
 
 def active_limits() -> Limits:

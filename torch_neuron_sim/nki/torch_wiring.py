@@ -165,7 +165,8 @@ def _ordered(spec: LaunchSpec, inputs: list, mutated: list) -> list:
     return [by_name[n] for n in spec.tensor_names]
 
 
-@torch.library.custom_op("nki_sim::launch", mutates_args=("mutated", "outputs"))
+# A kernel for the CPU and for `neuron` (PrivateUse1), so a compiled graph holding it is the device's own.
+@torch.library.custom_op("nki_sim::launch", mutates_args=("mutated", "outputs"), device_types=("cpu", "neuron"))
 def _launch_op(key: str, inputs: list[torch.Tensor], mutated: list[torch.Tensor],
                outputs: list[torch.Tensor]) -> None:
     """Runs the kernel `key` names; writes `mutated` in place and its results into `outputs`
@@ -186,9 +187,9 @@ def _(key: str, inputs: list[torch.Tensor], mutated: list[torch.Tensor], outputs
 def run_on(spec: LaunchSpec, tensors: list, device: torch.device, outputs: list, numbers: list) -> None:
     """One launch on real tensors: `neuron` memory through host views (no copies); the
     kernel's returned outputs are `outputs` (allocation number numbers[j] is outputs[j])."""
-    from .. import _C
+    from .. import _C, profiler
     on_device = device.type == "neuron"
-    issue_ns = _C._prof_now_ns()
+    issue_ns = profiler.now_ns()
     host = (lambda t: _C._host_alias(t)) if on_device else (lambda t: t)
     views = [host(t) for t in tensors]
     returned = {n: host(t) for n, t in zip(numbers, outputs)}
@@ -313,6 +314,7 @@ def nki_op(name: str, fn: Optional[Callable] = None, mutates_args: Any = (), **k
     call.__signature__ = sig
     call.__name__ = fn.__name__
     call.__annotations__ = dict(getattr(fn, "__annotations__", {}))
+    kwargs.setdefault("device_types", ("cpu", "neuron"))  # the device's own op in a compiled graph
     op = torch.library.custom_op(name, call, mutates_args=mutates_args, **kwargs)
     op.register_fake(call)
     return op
