@@ -137,7 +137,7 @@ class Timeline:
             self.summary = _C._prof_summary(self._first, last, longest)
             if events:
                 self.events = list(_C._prof_events(self._first, last))
-                from .nki.cost import annotate
+                from ..nki.cost import annotate
                 annotate(self.events)  # an NKI launch's seconds per engine
         finally:
             self._first = None

@@ -122,7 +122,7 @@ def estimate(fn: Callable, *args: Any, profile: str = "trn2", lnc: Optional[int]
             with _profiler.timeline() as t:
                 fn(*args, **kwargs)
             compile_seconds += t.summary["breakdown"]["compile"]
-        from .nki.cost import kernel_costs
+        from ..nki.cost import kernel_costs
         before = kernel_costs()
         with _profiler.timeline() as t:
             fn(*args, **kwargs)

@@ -150,14 +150,14 @@ def reset_dynamo_metrics() -> None:
 def nki_op(name: str, fn: Any = None, mutates_args: Any = (), **kwargs: Any) -> Any:
     """An NKI kernel call as a torch.library custom op (the NKI simulator runs
     the kernels; docs/nki.md)."""
-    from .nki.torch_wiring import nki_op as _nki_op
+    from ..nki.torch_wiring import nki_op as _nki_op
     return _nki_op(name, fn, mutates_args=mutates_args, **kwargs)
 
 
 def wrap_nki(kernel: Any = None, **kwargs: Any) -> Any:
     """`wrap_nki(kernel)[grid](*args)`: launches an NKI kernel on the tensors'
     device (the NKI simulator; docs/nki.md)."""
-    from .nki.torch_wiring import wrap_nki as _wrap_nki
+    from ..nki.torch_wiring import wrap_nki as _wrap_nki
     return _wrap_nki(kernel, **kwargs)
 
 
@@ -281,5 +281,5 @@ def install_torch_neuronx_alias() -> None:
     sys.modules["torch_neuronx.memory"] = memory
     sys.modules["torch_neuronx.utils"] = torch_neuronx_utils
     sys.modules["torch_neuronx._C"] = _C  # `import torch_neuronx._C as _C`, as its test helpers do
-    from .nki import install_nki_alias
+    from ..nki import install_nki_alias
     install_nki_alias()  # `import nki` / `neuronxcc.nki` -> the NKI simulator, unless really installed
