@@ -19,7 +19,7 @@ from . import isa, language, typing  # noqa: F401
 from .alias import install_nki_alias  # noqa: F401
 from .cost import kernel_costs  # noqa: F401
 from .errors import NKIError  # noqa: F401
-from .kernel import Kernel, jit  # noqa: F401
+from .jit import Kernel, jit  # noqa: F401
 from .simulate import simulate  # noqa: F401
 
 __nki_simulator__ = True  # marks this package as the simulator, never a real nki install
@@ -30,6 +30,4 @@ def simulate_kernel(kernel, *args, **kwargs):
     return simulate(kernel)(*args, **kwargs)
 
 
-def wrap_nki(kernel=None, **kwargs):
-    from .torch_wiring import wrap_nki as _wrap
-    return _wrap(kernel, **kwargs)
+from .torch_wiring import wrap_nki  # noqa: F401,E402

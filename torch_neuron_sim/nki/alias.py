@@ -23,8 +23,8 @@ def install_nki_alias() -> list:
     """Registers `nki`, `nki.language`, `nki.isa`, `nki.typing` and the legacy
     `neuronxcc.nki[.language|.isa|.typing]` in sys.modules, each unless a real
     package of that name is importable. Returns the top-level names aliased."""
-    from .. import nki as package
     from . import isa, language, typing as nki_typing
+    package = sys.modules[__package__]  # torch_neuron_sim.nki, already imported (this module is part of it)
     done = []
     if not _installed("nki"):
         sys.modules["nki"] = package

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Optional
 
+from .. import profiler
 from .launch import ENGINES, EngineWork
 
 _lock = threading.Lock()
@@ -40,7 +41,7 @@ def estimate(work: EngineWork) -> dict:
 def record_launch(kernel_name: str, work: EngineWork, device: Optional[int], issue_ns: Optional[int] = None,
                   sbuf_peak: int = 0) -> dict:
     """Records one launch: a device event (when the timeline records) and the per-engine totals."""
-    from .. import _C, profiler
+    from .. import _C
     name = f"nki_{kernel_name}"
     if issue_ns is None:
         issue_ns = profiler.now_ns()
@@ -80,3 +81,6 @@ def kernel_costs() -> dict:
 def reset() -> None:
     with _lock:
         _totals.clear()
+
+
+profiler.add_event_annotator(annotate)

@@ -11,7 +11,7 @@ class NKIError(RuntimeError):
 
 
 def fail(instruction: str, message: str, hint: str = "") -> NKIError:
-    from .launch import current_or_none
+    from .state import current_or_none
     launch = current_or_none()
     where = f" (kernel '{launch.kernel_name}'{launch.where()})" if launch is not None else ""
     text = f"{instruction}: {message}{where}"

@@ -1,4 +1,4 @@
-"""@nki.jit, kernel[grid], and running one launch of a kernel.
+"""Running one launch of a kernel (@nki.jit is jit.py).
 
 A launch binds the arguments to the kernel's parameters (tensors become HBM
 tensors, everything else is a compile-time constant), runs the kernel body
@@ -8,7 +8,6 @@ into the caller's tensors. The engines' work of all instances is the
 launch's, for the cost model."""
 from __future__ import annotations
 
-import functools
 import inspect
 import itertools
 from dataclasses import dataclass, field
@@ -139,56 +138,10 @@ def _outputs(name: str, result: Any, callers: dict) -> tuple:
     return convert(result), specs
 
 
-class Kernel:
-    """An @nki.jit kernel. `kernel[grid]` fixes the launch grid (`kernel[2]`:
-    two logical cores under LNC=2, nl.program_id(0) is the core id); calling
-    it runs it: on `neuron` tensors through the PyTorch wiring (as
-    torch_neuronx.wrap_nki does), on NumPy arrays or CPU tensors in the
-    simulator (as nki.simulate), and inside another kernel as a plain
-    function."""
-
-    def __init__(self, func: Callable, grid: tuple = (), **options: Any) -> None:
-        functools.update_wrapper(self, func)
-        self.func = func
-        self.grid = grid
-        self.options = options
-
-    @property
-    def name(self) -> str:
-        return self.func.__name__
-
-    def __getitem__(self, grid: Any) -> "Kernel":
-        return Kernel(self.func, _grid(grid), **self.options)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if _launch.current_or_none() is not None:
-            return self.func(*args, **kwargs)
-        values = list(args) + list(kwargs.values())
-        if any(isinstance(v, torch.Tensor) and v.device.type == "neuron" for v in values):
-            from .torch_wiring import wrap_nki
-            return wrap_nki(self)[self.grid](*args, **kwargs)
-        from .simulate import simulate
-        return simulate(self)(*args, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"<nki kernel '{self.name}'{' grid ' + str(self.grid) if self.grid else ''}>"
-
-
-def jit(func: Optional[Callable] = None, **options: Any) -> Any:
-    """@nki.jit or @nki.jit(platform_target=..., ...)."""
-    if func is None:
-        return lambda f: Kernel(f, **options)
-    if isinstance(func, Kernel):
-        return func
-    return Kernel(func, **options)
-
-
 def kernel_function(kernel: Any) -> tuple:
     """(the Python function, its grid) of an @nki.jit kernel or a plain function."""
-    if isinstance(kernel, Kernel):
-        return kernel.func, kernel.grid
-    # A real nki install's kernel object, or a kernel of the legacy decorator: its function.
+    # An @nki.jit kernel (jit.Kernel), a real nki install's kernel object, or a plain function.
     func = getattr(kernel, "func", None) or getattr(kernel, "__wrapped__", None) or kernel
     if not callable(func):
         raise NKIError(f"{kernel!r} is not an NKI kernel (an @nki.jit function)")
-    return func, ()
+    return func, tuple(getattr(kernel, "grid", ()) or ())

@@ -15,42 +15,16 @@ import torch.nn.functional as F
 
 from . import isa as _isa
 from . import launch as _launch
+from . import ops as _ops
 from .errors import NKIError, fail, legacy
 from .memory import (  # noqa: F401  (the memory spaces are part of nl)
     NkiTensor, allocate, hbm, private_hbm, psum, sbuf, shared_hbm,
 )
 
-# --- dtypes: torch dtypes, so a tile's values are stored as the hardware stores them
-bool_ = torch.bool
-int8, int16, int32 = torch.int8, torch.int16, torch.int32
-uint8, uint16, uint32 = torch.uint8, torch.uint16, torch.uint32
-float16, bfloat16, float32 = torch.float16, torch.bfloat16, torch.float32
-tfloat32 = torch.float32   # tf32 is an fp32 storage format fed to TensorE at reduced precision
-float8_e4m3 = torch.float8_e4m3fn  # the IEEE-like e4m3 (no infinities) torch stores
-float8_e4m3fn = torch.float8_e4m3fn
-float8_e5m2 = torch.float8_e5m2
-
-_DTYPE_NAMES = {
-    "bool": bool_, "bool_": bool_, "int8": int8, "int16": int16, "int32": int32, "uint8": uint8,
-    "uint16": uint16, "uint32": uint32, "float16": float16, "bfloat16": bfloat16, "float32": float32,
-    "tfloat32": float32, "float8_e4m3": float8_e4m3, "float8_e4m3fn": float8_e4m3fn, "float8_e5m2": float8_e5m2,
-    "int64": int32, "float64": float32,  # 64-bit host arrays are 32-bit on the device
-}
-
-
-def torch_dtype(dtype: Any) -> torch.dtype:
-    """A dtype as nl, numpy, torch or a string names it."""
-    if isinstance(dtype, torch.dtype):
-        if dtype in (torch.float64, torch.int64):
-            return torch.float32 if dtype.is_floating_point else torch.int32
-        return dtype
-    name = getattr(dtype, "__name__", None) or getattr(dtype, "name", None) or str(dtype)
-    name = str(name).replace("numpy.", "")
-    if name in _DTYPE_NAMES:
-        return _DTYPE_NAMES[name]
-    raise NKIError(f"dtype {dtype!r} is not an NKI dtype: use nl.bfloat16, nl.float16, nl.float32, nl.float8_e4m3, "
-                   "nl.float8_e5m2, nl.int8/16/32, nl.uint8/16/32 or nl.bool_ (the MX x4 types are not simulated)")
-
+from .dtypes import (  # noqa: F401,E402  (nl's dtypes)
+    bfloat16, bool_, float8_e4m3, float8_e4m3fn, float8_e5m2, float16, float32, int8, int16, int32, tfloat32,
+    torch_dtype, uint8, uint16, uint32,
+)
 
 # --- tile sizes of the active generation
 class _TileSize:
@@ -213,20 +187,8 @@ def copy(x: NkiTensor, dtype: Any = None, **kwargs: Any) -> NkiTensor:
     return out
 
 
-# --- operations (usable as nl functions and as the `op` of ISA instructions)
-class _Op:
-    """An elementwise or reduction operation: `fn` is its math on fp32 tensors."""
-
-    def __init__(self, name: str, kind: str, fn: Any, reduce: Any = None) -> None:
-        self.name = name
-        self.kind = kind      # "unary", "binary" or "reduce"
-        self.fn = fn
-        self.reduce = reduce  # for binary ops that reduce (add -> sum): fn(t, dims, keepdim)
-        self.__name__ = name
-
-    def __repr__(self) -> str:
-        return f"nl.{self.name}"
-
+# --- operations: ops.py's, made callable as nl functions returning new tiles
+class _NlOp(_ops.Op):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.kind == "unary":
             return _unary(self, *args, **kwargs)
@@ -235,75 +197,14 @@ class _Op:
         return _reduce(self, *args, **kwargs)
 
 
-def _gelu_tanh(t: torch.Tensor) -> torch.Tensor:
-    return F.gelu(t, approximate="tanh")
-
-
-_UNARY = {
-    "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "tanh": torch.tanh,
-    "sigmoid": torch.sigmoid, "relu": torch.relu, "gelu": F.gelu, "gelu_apprx_tanh": _gelu_tanh,
-    "silu": F.silu, "square": torch.square, "reciprocal": torch.reciprocal, "abs": torch.abs,
-    "negative": torch.neg, "sin": torch.sin, "cos": torch.cos, "tan": torch.tan, "arctan": torch.atan,
-    "erf": torch.erf, "sign": torch.sign, "softplus": F.softplus, "mish": F.mish, "floor": torch.floor,
-    "ceil": torch.ceil, "trunc": torch.trunc, "exp2": torch.exp2, "log2": torch.log2,
-    "bypass": lambda t: t, "identity": lambda t: t, "invert": torch.bitwise_not,
-    "logical_not": torch.logical_not,
-}
-_BINARY = {
-    "add": (torch.add, lambda t, d, k: torch.sum(t, d, keepdim=k)),
-    "subtract": (torch.sub, None),
-    "multiply": (torch.mul, lambda t, d, k: torch.prod(t, d[0], keepdim=k) if len(d) == 1 else
-                 torch.prod(t.flatten(d[0]), d[0], keepdim=False)),
-    "divide": (torch.div, None),
-    "maximum": (torch.maximum, lambda t, d, k: torch.amax(t, d, keepdim=k)),
-    "minimum": (torch.minimum, lambda t, d, k: torch.amin(t, d, keepdim=k)),
-    "power": (torch.pow, None), "fmod": (torch.fmod, None), "mod": (torch.remainder, None),
-    "equal": (torch.eq, None), "not_equal": (torch.ne, None), "greater": (torch.gt, None),
-    "greater_equal": (torch.ge, None), "less": (torch.lt, None), "less_equal": (torch.le, None),
-    "logical_and": (torch.logical_and, None), "logical_or": (torch.logical_or, None),
-    "logical_xor": (torch.logical_xor, None), "bitwise_and": (torch.bitwise_and, None),
-    "bitwise_or": (torch.bitwise_or, None), "bitwise_xor": (torch.bitwise_xor, None),
-}
-_REDUCE = {
-    "sum": lambda t, d, k: torch.sum(t, d, keepdim=k),
-    "max": lambda t, d, k: torch.amax(t, d, keepdim=k),
-    "min": lambda t, d, k: torch.amin(t, d, keepdim=k),
-    "mean": lambda t, d, k: torch.mean(t, d, keepdim=k),
-    "var": lambda t, d, k: torch.var(t, d, keepdim=k, unbiased=False),
-    "prod": lambda t, d, k: torch.prod(t.flatten(d[0]), d[0], keepdim=k) if len(d) > 1 else
-    torch.prod(t, d[0], keepdim=k),
-    "all": lambda t, d, k: torch.amin(t != 0, d, keepdim=k),
-    "any": lambda t, d, k: torch.amax(t != 0, d, keepdim=k),
-}
-
-for _name, _fn in _UNARY.items():
-    globals()[_name] = _Op(_name, "unary", _fn)
-for _name, (_fn, _red) in _BINARY.items():
-    globals()[_name] = _Op(_name, "binary", _fn, _red)
-for _name, _fn in _REDUCE.items():
-    globals()[_name] = _Op(_name, "reduce", None, _fn)
-del _name, _fn
+for _name, _op in list(_ops.REGISTRY.items()):
+    _ops.REGISTRY[_name] = globals()[_name] = _NlOp(_op.name, _op.kind, _op.fn, _op.reduce)
+del _name, _op
 amax, amin = globals()["max"], globals()["min"]
+_result_dtype = _ops.result_dtype
 
 
-def _result_dtype(*xs: Any) -> torch.dtype:
-    tiles = [x.dtype for x in xs if isinstance(x, NkiTensor)]
-    if not tiles:
-        return float32
-    floats = [d for d in tiles if d.is_floating_point]
-    if floats:
-        if len(set(floats)) == 1:
-            return floats[0]
-        if set(floats) == {float16, bfloat16}:
-            return float32  # fp16 with bf16: neither holds the other
-        return max(floats, key=lambda d: d.itemsize)
-    out = tiles[0]
-    for d in tiles[1:]:
-        out = torch.promote_types(out, d)
-    return out
-
-
-def _unary(op: _Op, x: NkiTensor, dtype: Any = None, mask: Any = None, **kwargs: Any) -> NkiTensor:
+def _unary(op: _ops.Op, x: NkiTensor, dtype: Any = None, mask: Any = None, **kwargs: Any) -> NkiTensor:
     if mask is not None:
         raise legacy(f"nl.{op.name}(..., mask=...)", "compute the whole tile and slice the result")
     _isa._check_tensor(f"nl.{op.name}", "x", x, ("sbuf", "psum"))
@@ -312,7 +213,7 @@ def _unary(op: _Op, x: NkiTensor, dtype: Any = None, mask: Any = None, **kwargs:
     return out
 
 
-def _binary(op: _Op, x: Any, y: Any, dtype: Any = None, mask: Any = None, **kwargs: Any) -> NkiTensor:
+def _binary(op: _ops.Op, x: Any, y: Any, dtype: Any = None, mask: Any = None, **kwargs: Any) -> NkiTensor:
     if mask is not None:
         raise legacy(f"nl.{op.name}(..., mask=...)", "compute the whole tile and slice the result")
     instr = f"nl.{op.name}"
@@ -344,7 +245,7 @@ def _binary(op: _Op, x: Any, y: Any, dtype: Any = None, mask: Any = None, **kwar
     return out
 
 
-def _reduce(op: _Op, x: NkiTensor, axis: Any, dtype: Any = None, keepdims: bool = False, mask: Any = None,
+def _reduce(op: _ops.Op, x: NkiTensor, axis: Any, dtype: Any = None, keepdims: bool = False, mask: Any = None,
             **kwargs: Any) -> NkiTensor:
     if mask is not None:
         raise legacy(f"nl.{op.name}(..., mask=...)", "reduce the whole tile and slice the result")
@@ -410,80 +311,30 @@ def device_print(prefix: str, x: Any, **kwargs: Any) -> None:
     print(prefix, value)
 
 
-# --- the legacy dialect's index tiles: nl.arange / nl.mgrid as affine ranges
-class _AffineIndex:
-    """start + step * arange(size), placed on one dimension of an index
-    expression (legacy `nl.arange(128)[:, None]`). Only the affine forms that
-    name a rectangular block are supported; they become slices."""
-
-    def __init__(self, start: int, size: int, step: int = 1, pos: Optional[int] = None) -> None:
-        self.start, self.size, self.step, self.pos = start, size, step, pos
-
-    def __getitem__(self, key: Any) -> "_AffineIndex":
-        key = key if isinstance(key, tuple) else (key,)
-        if len(key) == 2 and key[1] is None:
-            return _AffineIndex(self.start, self.size, self.step, 0)
-        if len(key) == 2 and key[0] is None:
-            return _AffineIndex(self.start, self.size, self.step, 1)
-        raise legacy("indexing an nl.arange beyond [:, None] / [None, :]", "use slices")
-
-    def _shift(self, k: Any, sign: int = 1) -> "_AffineIndex":
-        if not isinstance(k, int):
-            raise legacy("nl.arange combined with a non-constant", "use slices with Python ints")
-        return _AffineIndex(self.start + sign * k, self.size, self.step, self.pos)
-
-    def __add__(self, k): return self._shift(k)
-    __radd__ = __add__
-    def __sub__(self, k): return self._shift(k, -1)
-
-    def __mul__(self, k):
-        if not isinstance(k, int) or k <= 0:
-            raise legacy("nl.arange scaled by a non-positive or non-constant value", "use slices")
-        return _AffineIndex(self.start * k, self.size, self.step * k, self.pos)
-    __rmul__ = __mul__
-
-    def _mask(self, *a: Any) -> Any:
-        raise legacy("a mask built from nl.arange (e.g. i_p < n)", "slice to the valid part: t[0:n]")
-    __lt__ = __le__ = __gt__ = __ge__ = _mask
-
-    def as_slice(self) -> slice:
-        return slice(self.start, self.start + self.step * (self.size - 1) + 1, self.step)
-
-
-def arange(*args: int) -> _AffineIndex:
-    r = builtins.range(*args)
-    return _AffineIndex(r.start, len(r), r.step)
-
-
-class _MGrid:
-    def __getitem__(self, key: Any) -> tuple:
-        key = key if isinstance(key, tuple) else (key,)
-        n = len(key)
-        out = []
-        for i, k in enumerate(key):
-            if not isinstance(k, slice):
-                raise legacy("nl.mgrid with a non-slice", "use slices")
-            r = builtins.range(k.start or 0, k.stop, k.step or 1)
-            out.append(_AffineIndex(r.start, len(r), r.step, i if n > 1 else None))
-        return tuple(out) if n > 1 else out[0]
-
-
-mgrid = _MGrid()
-
-
-def _affine_to_slices(parts: tuple, ndim: int) -> tuple:
-    out = []
-    for i, p in enumerate(parts):
-        if isinstance(p, _AffineIndex):
-            if p.pos is not None and p.pos != i and not (p.pos == 1 and i == ndim - 1):
-                raise legacy("an nl.arange index placed on another dimension than its own",
-                             "use slices in dimension order")
-            out.append(p.as_slice())
-        else:
-            out.append(p)
-    return tuple(out)
+from .index import arange, mgrid  # noqa: F401,E402  (legacy index tiles)
 
 
 def par_dim(n: int) -> int:
     """Legacy: marks a shape's partition dimension; the partition dimension is always dim 0 now."""
     return n
+
+
+# Arithmetic on tiles is nl's elementwise functions (legacy kernels write `a + b`);
+# installed on the tensor class here, where those functions live.
+def _binary_method(name: str, reverse: bool = False) -> Any:
+    def method(self: NkiTensor, other: Any) -> NkiTensor:
+        op = _ops.REGISTRY[name]
+        return op(other, self) if reverse else op(self, other)
+    return method
+
+
+for _dunder, _name, _rev in (("__add__", "add", False), ("__radd__", "add", True), ("__sub__", "subtract", False),
+                             ("__rsub__", "subtract", True), ("__mul__", "multiply", False),
+                             ("__rmul__", "multiply", True), ("__truediv__", "divide", False),
+                             ("__rtruediv__", "divide", True), ("__pow__", "power", False),
+                             ("__lt__", "less", False), ("__le__", "less_equal", False),
+                             ("__gt__", "greater", False), ("__ge__", "greater_equal", False)):
+    setattr(NkiTensor, _dunder, _binary_method(_name, _rev))
+NkiTensor.__neg__ = lambda self: _ops.REGISTRY["negative"](self)
+del _dunder, _name, _rev
+

@@ -5,13 +5,13 @@ this instance is. A thread runs one launch at a time; instances of a grid run
 one after another, as AWS's simulator runs them."""
 from __future__ import annotations
 
-import threading
 from typing import Optional
 
+from .errors import NKIError
 from .limits import Limits
+from .state import current_or_none, set_current
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
-_tls = threading.local()
 
 
 class EngineWork:
@@ -72,14 +72,9 @@ class Launch:
             self.work.cycles_elems[engine] += elems_per_partition
 
 
-def current_or_none() -> Optional[Launch]:
-    return getattr(_tls, "launch", None)
-
-
 def current() -> Launch:
-    launch = getattr(_tls, "launch", None)
+    launch = current_or_none()
     if launch is None:
-        from .errors import NKIError
         raise NKIError("NKI language and ISA calls run only inside a kernel: call the kernel through "
                        "torch_neuronx.wrap_nki(kernel)[grid](...), nki.simulate(kernel)(...), or call an "
                        "@nki.jit kernel with tensors")
@@ -93,14 +88,13 @@ class active:
         self.launch = launch
 
     def __enter__(self) -> Launch:
-        self.outer = getattr(_tls, "launch", None)
+        self.outer = current_or_none()
         if self.outer is not None:
-            from .errors import NKIError
             raise NKIError(f"kernel '{self.launch.kernel_name}' launched from inside kernel "
                            f"'{self.outer.kernel_name}': NKI kernels do not call other kernels; "
                            "call the inner one as a plain Python function instead")
-        _tls.launch = self.launch
+        set_current(self.launch)
         return self.launch
 
     def __exit__(self, *exc) -> None:
-        _tls.launch = self.outer
+        set_current(self.outer)

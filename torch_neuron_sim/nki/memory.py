@@ -21,8 +21,10 @@ from typing import Any, Optional
 
 import torch
 
-from .errors import fail
 from . import launch as _launch
+from .dtypes import torch_dtype
+from .errors import fail
+from .index import AffineIndex, affine_to_slices
 
 UNINITIALIZED_INT = 4  # what new integer memory holds (AWS's simulator uses the same value)
 
@@ -163,37 +165,8 @@ class NkiTensor:
                 from None
         return NkiTensor(t, self.alloc, self.aux.expand(shape) if self.aux is not None else None, self.oob)
 
-    def __setitem__(self, index: Any, value: Any) -> None:
-        # `t[...] = tile` and the legacy `psum[...] += nisa.nc_matmul(...)`.
-        from .isa import _assign
-        _assign(view(self, index, "assignment"), value)
-
-    # Arithmetic on tiles is nl's elementwise functions (legacy kernels use it).
-    def _binary(self, other: Any, name: str, reverse: bool = False) -> "NkiTensor":
-        from . import language as nl
-        op = getattr(nl, name)
-        return op(other, self) if reverse else op(self, other)
-
-    def __add__(self, o): return self._binary(o, "add")
-    def __radd__(self, o): return self._binary(o, "add", True)
-    def __sub__(self, o): return self._binary(o, "subtract")
-    def __rsub__(self, o): return self._binary(o, "subtract", True)
-    def __mul__(self, o): return self._binary(o, "multiply")
-    def __rmul__(self, o): return self._binary(o, "multiply", True)
-    def __truediv__(self, o): return self._binary(o, "divide")
-    def __rtruediv__(self, o): return self._binary(o, "divide", True)
-    def __pow__(self, o): return self._binary(o, "power")
-    def __lt__(self, o): return self._binary(o, "less")
-    def __le__(self, o): return self._binary(o, "less_equal")
-    def __gt__(self, o): return self._binary(o, "greater")
-    def __ge__(self, o): return self._binary(o, "greater_equal")
-    def __neg__(self):
-        from . import language as nl
-        return nl.negative(self)
-
-    def __iadd__(self, o):
-        from .isa import _accumulate
-        return _accumulate(self, o)
+    # `t[...] = tile`, `t += tile` (isa.py) and `a + b` (language.py) are installed by the
+    # modules that own those instructions.
 
     __hash__ = object.__hash__
 
@@ -207,10 +180,8 @@ def view(x: NkiTensor, index: Any, instruction: str) -> NkiTensor:
     a view of the part inside it, marked out of bounds (dma_copy with
     oob_mode.skip copies that part; everything else raises)."""
     parts = _index_parts(index)
-    from .language import _AffineIndex
-    if any(isinstance(p, _AffineIndex) for p in parts):
-        from .language import _affine_to_slices
-        parts = _affine_to_slices(parts, x.ndim)
+    if any(isinstance(p, AffineIndex) for p in parts):
+        parts = affine_to_slices(parts, x.ndim)
     if sum(1 for p in parts if p is Ellipsis) > 1:
         raise fail(instruction, f"more than one '...' indexing tensor '{x.name}'")
     n_real = sum(1 for p in parts if p is not Ellipsis and p is not None)
@@ -298,7 +269,6 @@ _names = [0]
 
 
 def allocate(shape: Any, dtype: Any, buffer: Any, name: Optional[str] = None, fill: Any = None) -> NkiTensor:
-    from .language import torch_dtype
     launch = _launch.current()
     buf = buffer_of(buffer)
     shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))

@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable, Optional
 
 import torch
 
+from .. import profiler
 from . import cost as _cost
 from . import kernel as _kernel
 from .errors import NKIError
@@ -187,7 +188,7 @@ def _(key: str, inputs: list[torch.Tensor], mutated: list[torch.Tensor], outputs
 def run_on(spec: LaunchSpec, tensors: list, device: torch.device, outputs: list, numbers: list) -> None:
     """One launch on real tensors: `neuron` memory through host views (no copies); the
     kernel's returned outputs are `outputs` (allocation number numbers[j] is outputs[j])."""
-    from .. import _C, profiler
+    from .. import _C
     on_device = device.type == "neuron"
     issue_ns = profiler.now_ns()
     host = (lambda t: _C._host_alias(t)) if on_device else (lambda t: t)
