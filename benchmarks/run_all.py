@@ -24,6 +24,7 @@ import torch
 import bench_compile
 import bench_distributed
 import bench_memory
+import bench_nki
 import bench_ops
 import bench_profiler
 import bench_report
@@ -58,10 +59,14 @@ TITLES = {
                             "(`benchmarks/bench_distributed.py`): on this machine a small collective costs its "
                             "thread switches; neuron's agreement exchange before each collective goes through "
                             "shared memory when the ranks share a machine, and adds none",
+    "nki": "NKI kernels on the simulator against PyTorch on the CPU (`benchmarks/bench_nki.py`; neuron: the kernel "
+           "on `neuron` tensors through wrap_nki, checks and cost model included)",
+    "nki-overhead": "The NKI simulator's cost per instruction (`benchmarks/bench_nki.py`)",
 }
 # Every benchmark, in the order run: (module, repeats, repeats with --quick).
 PLAN = [(bench_ops, 21, 5), (bench_memory, 9, 3), (bench_report, 15, 5), (bench_report_page, 3, 2),
-        (bench_profiler, 9, 3), (bench_compile, 9, 3), (bench_distributed, 15, 3)]
+        (bench_profiler, 9, 3), (bench_compile, 9, 3), (bench_distributed, 15, 3),
+        (bench_nki, 5, 2)]
 # Tables whose two timed sides are not neuron and CPU: (first, second, ratio).
 COLUMNS = {
     "report": ("report on", "report off", "on/off"),

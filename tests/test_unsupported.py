@@ -72,10 +72,3 @@ def test_a_sparse_csr_tensor_on_neuron_fails_at_its_first_use():
             use()
     assert hits("sparse CSR tensors") > before
     assert dense.sum().item() == 9  # the process stays usable
-
-
-def test_nki_is_not_emulated():
-    # (NeuronProfiler is emulated over the simulated device timeline: tests/test_estimate.py.)
-    from torch_neuron_sim import torch_neuronx
-    with pytest.raises(NotImplementedError, match="NKI kernels.*neuronx-cc"):
-        torch_neuronx.nki_op(lambda x: x)

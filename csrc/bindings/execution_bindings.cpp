@@ -14,8 +14,10 @@
 #include "aten/execution/dtype_widening.h"
 #include "aten/execution/execution.h"
 #include "aten/execution/fallback_policy.h"
+#include "aten/execution/kernel_runs.h"
 #include "aten/execution/op_table.h"
 #include "aten/execution/report_measures.h"
+#include "aten/execution/tensor_alias.h"
 #include "aten/kernels/copy.h"
 #include "bindings/bindings.h"
 #include "profiler/record.h"
@@ -74,6 +76,13 @@ void registerExecutionBindings(py::module_& m) {
     return out;
   });
   m.def("_clear_op_tracking", &clearOpTracking);
+  m.def("_record_named_run", &recordNamedKernelRun);
+  // A neuron tensor's arena bytes as a CPU tensor, without a copy (NKI kernels read and write through it).
+  m.def("_host_alias", [](const at::Tensor& t) {
+    TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "_host_alias takes a neuron tensor, got one on ",
+                t.device());
+    return hostAlias(t);
+  });
   m.def("_host_device_copies", &hostDeviceCopies);
   // One host<->device copy, run directly (what torch_neuronx's _nrt_copy_* entry points do).
   m.def("_nrt_copy", [](const at::Tensor& src, at::Tensor& dst) { dst.copy_(src); });

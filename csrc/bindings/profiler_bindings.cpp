@@ -7,6 +7,7 @@
 #include "runtime/correlation.h"
 #include "runtime/cost_model.h"
 #include "runtime/device_timeline.h"
+#include "runtime/engine_cost.h"
 #include "runtime/timeline_summary.h"
 
 #include <tuple>
@@ -111,6 +112,28 @@ const profiler::TimelineApi kApi = {
     &runtime::popCorrelation,
 };
 
+// An NKI launch's work as torch_neuron_sim.nki.cost passes it:
+// (instructions per engine, elements per engine, TensorE FLOPs per math class, DMA bytes).
+using EngineWorkTuple = std::tuple<std::array<double, runtime::kEngines>, std::array<double, runtime::kEngines>,
+                                   std::array<double, 3>, double>;
+
+runtime::EngineWork engineWorkOf(const EngineWorkTuple& t) {
+  runtime::EngineWork w;
+  w.instructions = std::get<0>(t);
+  w.elements = std::get<1>(t);
+  w.flops = std::get<2>(t);
+  w.dma_bytes = std::get<3>(t);
+  return w;
+}
+
+py::dict engineCostDict(const runtime::EngineCost& c) {
+  py::dict d = costDict(c.total), engines;
+  for (size_t e = 0; e < runtime::kEngines; ++e)
+    engines[runtime::engineName(static_cast<runtime::Engine>(e))] = c.seconds[e];
+  d["engines"] = engines;
+  return d;
+}
+
 }  // namespace
 
 void registerProfilerBindings(py::module_& m) {
@@ -203,6 +226,23 @@ void registerProfilerBindings(py::module_& m) {
           return profiler::registerGraph(name, std::move(kernels));
         });
   m.def("_prof_record_graph_run", &profiler::recordGraphRun);
+  // NKI kernels: the model's cost of a launch's work, and one launch as a device event.
+  m.def("_prof_nki_constants", [] {
+    const runtime::EngineConstants k;
+    py::dict d;
+    d["engine_hz"] = k.engine_hz;
+    d["issue_cycles"] = k.issue_cycles;
+    d["dma_fixed_s"] = k.dma_fixed_s;
+    return d;
+  });
+  m.def("_prof_nki_cost", [](const EngineWorkTuple& work) {
+    return engineCostDict(runtime::engineCost(*runtime::costModel(), engineWorkOf(work)));
+  });
+  m.def("_prof_record_nki_launch", [](const std::string& name, int device, int64_t issue_ns,
+                                      const EngineWorkTuple& work) {
+    const runtime::EngineWork w = engineWorkOf(work);
+    return engineCostDict(profiler::recordNkiLaunch(name, device, issue_ns, w));
+  });
   m.def("_prof_record_collective", &profiler::recordCollective);
   m.def("_prof_record_graph_compile", &profiler::recordGraphCompile);
   m.def("_prof_record_graph_launch", [](const std::string& name, int device, double flops, double bytes,

@@ -54,6 +54,21 @@ void recordGraphLaunch(const std::string& name, int device, double flops, double
   runtime::addEvent(e);
 }
 
+runtime::EngineCost recordNkiLaunch(const std::string& name, int device, int64_t issue_ns,
+                                    const runtime::EngineWork& work) {
+  const auto model = runtime::costModel();
+  const runtime::EngineCost cost = runtime::engineCost(*model, work);
+  if (!recording()) return cost;
+  device = resolveDevice(device);
+  DeviceEvent e = baseEvent(EventKind::kKernel, runtime::internName(name), device, issue_ns);
+  e.host_end_ns = runtime::wallNowNs();
+  e.flops = work.flops[0] + work.flops[1] + work.flops[2];
+  e.bytes = work.dma_bytes;
+  setCost(e, cost.total);
+  runtime::addEvent(e);
+  return cost;
+}
+
 namespace {
 struct GraphWork {
   const std::string* name;

@@ -10,6 +10,7 @@
 
 #include "runtime/cost_model.h"
 #include "runtime/device_timeline.h"
+#include "runtime/engine_cost.h"
 
 namespace neuron_sim::profiler {
 
@@ -19,6 +20,10 @@ inline bool recording() { return runtime::timelineActive(); }
 void recordCollective(const std::string& name, int device, double bytes, int world_size);
 void recordGraphCompile(const std::string& name, int device, double seconds /* < 0: the model's */);
 void recordGraphLaunch(const std::string& name, int device, double flops, double bytes, runtime::MathClass math);
+// One NKI kernel launch (torch_neuron_sim.nki), issued at issue_ns: one device
+// event priced by engine_cost.h; returns that cost (recorded or not).
+runtime::EngineCost recordNkiLaunch(const std::string& name, int device, int64_t issue_ns,
+                                    const runtime::EngineWork& work);
 
 // A compiled graph (torch.compile) as the model sees it: the work of each of
 // its kernels, registered once when it is compiled. Each launch is then one

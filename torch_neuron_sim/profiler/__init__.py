@@ -104,6 +104,17 @@ def op_cost(op: str, inputs: Sequence[tuple[Sequence[int], str]], outputs: Seque
     return dict(_C._prof_op_cost(profile, default_lnc(profile) if lnc is None else lnc, op, ins, outs))
 
 
+# Functions that add detail to a timeline's event dicts before they are handed
+# out (the NKI simulator adds each launch's seconds per engine): registered by
+# the layers that know the detail, so this module depends on none of them.
+_event_annotators: list = []
+
+
+def add_event_annotator(fn: Any) -> None:
+    if fn not in _event_annotators:
+        _event_annotators.append(fn)
+
+
 class Timeline:
     """Device events recorded while the block ran, as plain dicts (kind,
     name, device, stream, issue_ns, start_ns, end_ns, seconds,
@@ -137,6 +148,8 @@ class Timeline:
             self.summary = _C._prof_summary(self._first, last, longest)
             if events:
                 self.events = list(_C._prof_events(self._first, last))
+                for annotate in _event_annotators:
+                    annotate(self.events)  # e.g. an NKI launch's seconds per engine (nki/cost.py)
         finally:
             self._first = None
             _C._prof_remove_recorder()

@@ -53,6 +53,7 @@ class Estimate:
     compile_seconds: float
     events: list = field(repr=False, default_factory=list)
     model: dict = field(repr=False, default_factory=dict)
+    nki_kernels: dict = field(default_factory=dict)  # "nki_<kernel>": launches, seconds, seconds per engine
 
     def table(self, row_limit: int = 20) -> str:
         us = 1e6
@@ -71,6 +72,13 @@ class Estimate:
                          f"{r.launch * us:>9.1f}  {r.bound}")
         if len(self.ops) > row_limit:
             lines.append(f"... {len(self.ops) - row_limit} more rows")
+        if self.nki_kernels:
+            engines = ("tensor", "vector", "scalar", "gpsimd", "dma")
+            lines += ["", f"{'NKI kernel (engines not overlapped)':<44} {'calls':>6} {'total us':>10} "
+                      + " ".join(f"{e:>9}" for e in engines)]
+            for name, k in sorted(self.nki_kernels.items(), key=lambda kv: -kv[1]["seconds"]):
+                lines.append(f"{name[:44]:<44} {k['count']:>6} {k['seconds'] * us:>10.1f} "
+                             + " ".join(f"{k[e] * us:>9.1f}" for e in engines))
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -80,7 +88,8 @@ class Estimate:
         """Plain data (for JSON and the HTML report)."""
         return {"estimate": True, "profile": self.profile, "lnc": self.lnc, "total_seconds": self.total_seconds,
                 "compile_seconds": self.compile_seconds, "breakdown": dict(self.breakdown),
-                "ops": [{**r.__dict__, "bound": r.bound} for r in self.ops], "model": dict(self.model)}
+                "ops": [{**r.__dict__, "bound": r.bound} for r in self.ops], "model": dict(self.model),
+                "nki_kernels": {k: dict(v) for k, v in self.nki_kernels.items()}}
 
 
 def from_summary(summary: dict, profile: str, lnc: int, compile_seconds: float = 0.0,
@@ -113,6 +122,23 @@ def estimate(fn: Callable, *args: Any, profile: str = "trn2", lnc: Optional[int]
             with _profiler.timeline() as t:
                 fn(*args, **kwargs)
             compile_seconds += t.summary["breakdown"]["compile"]
+        from ..nki.cost import kernel_costs
+        before = kernel_costs()
         with _profiler.timeline() as t:
             fn(*args, **kwargs)
-    return from_summary(t.summary, profile, lnc, compile_seconds, model=model, events=t.events)
+        nki = _difference(kernel_costs(), before)
+    est = from_summary(t.summary, profile, lnc, compile_seconds, model=model, events=t.events)
+    est.nki_kernels = nki
+    return est
+
+
+def _difference(now: dict, before: dict) -> dict:
+    """NKI kernels' totals over the measured step: now minus before (launches, seconds, seconds per engine)."""
+    out = {}
+    for name, row in now.items():
+        prev = before.get(name, {})
+        d = {k: v - prev.get(k, 0) for k, v in row.items() if k != "sbuf_peak"}
+        if d.get("count"):
+            d["sbuf_peak"] = row.get("sbuf_peak", 0)
+            out[name] = d
+    return out

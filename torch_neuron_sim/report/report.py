@@ -235,6 +235,9 @@ class Report:
                     for op, d in sorted(delta.items(), key=lambda kv: (-kv[1]["fallbacks"], kv[0])) if d["fallbacks"]]
         native = [{"op": op, "count": d["executed"], "seconds": d["time_ns"] / 1e9}
                   for op, d in sorted(delta.items(), key=lambda kv: (-kv[1]["executed"], kv[0])) if d["executed"]]
+        # NKI kernel launches are recorded by op tracking as nki_<kernel name>.
+        nki_kernels = [{"kernel": op, "count": d["executed"]} for op, d in sorted(delta.items())
+                       if op.startswith("nki_") and d["executed"]]
         downcasts = [{"op": op, "float64": d["downcasts_f64"], "int64": d["downcasts_i64"]}
                      for op, d in sorted(delta.items()) if d["downcasts_f64"] or d["downcasts_i64"]]
         unsupported = [{"feature": f, "count": n - before["unsupported"].get(f, 0)}
@@ -268,6 +271,7 @@ class Report:
             "profile": _profile(),
             "fallback_ops": fallback,
             "native_ops": native,
+            "nki_kernels": nki_kernels,
             "downcasts_64bit": downcasts,
             "host_casts_64bit": now["host_casts"] - before["host_casts"],
             "host_copies": {"count": copies["count"], "bytes": copies["bytes"], "seconds": copies["ns"] / 1e9},

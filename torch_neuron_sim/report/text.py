@@ -29,6 +29,11 @@ def render_text(data: dict[str, Any]) -> str:
         out.append(f"  {n['op']:<58} {n['count']:>8} call(s)")
     if len(nat) > 12:
         out.append(f"  ... and {len(nat) - 12} more (--json lists all)")
+    nk = d.get("nki_kernels", [])
+    if nk:
+        out.append(f"\nNKI kernels used: {len(nk)} kernel(s), {sum(k['count'] for k in nk)} launch(es)")
+        for k in nk:
+            out.append(f"  {k['kernel']:<58} {k['count']:>8} launch(es)")
     dc = d["downcasts_64bit"]
     out.append(f"\n64-bit values computed in 32 bits (native ops): {len(dc)} op(s)")
     for c in dc:

@@ -147,22 +147,18 @@ def reset_dynamo_metrics() -> None:
     reset_dynamo_metrics()
 
 
-def _not_emulated(feature: str, way_out: str) -> NotImplementedError:
-    tracking.note_unsupported(feature)
-    return NotImplementedError(f"torch_neuronx emulator: {feature} cannot run here: {way_out}")
+def nki_op(name: str, fn: Any = None, mutates_args: Any = (), **kwargs: Any) -> Any:
+    """An NKI kernel call as a torch.library custom op (the NKI simulator runs
+    the kernels; docs/nki.md)."""
+    from ..nki.torch_wiring import nki_op as _nki_op
+    return _nki_op(name, fn, mutates_args=mutates_args, **kwargs)
 
 
-def nki_op(*args: Any, **kwargs: Any) -> Callable:
-    """NKI kernels are Trainium machine code; the emulator cannot run them."""
-    raise _not_emulated("NKI kernels (nki_op)", "they are compiled by neuronx-cc for the NeuronCore engines. "
-                        "Keep a PyTorch reference implementation for the emulator and call the NKI kernel "
-                        "only when running on Trainium.")
-
-
-def wrap_nki(*args: Any, **kwargs: Any) -> Callable:
-    raise _not_emulated("NKI kernels (wrap_nki)", "they are compiled by neuronx-cc for the NeuronCore engines. "
-                        "Keep a PyTorch reference implementation for the emulator and call the NKI kernel "
-                        "only when running on Trainium.")
+def wrap_nki(kernel: Any = None, **kwargs: Any) -> Any:
+    """`wrap_nki(kernel)[grid](*args)`: launches an NKI kernel on the tensors'
+    device (the NKI simulator; docs/nki.md)."""
+    from ..nki.torch_wiring import wrap_nki as _wrap_nki
+    return _wrap_nki(kernel, **kwargs)
 
 
 class NRTProfilerError(RuntimeError):
@@ -285,3 +281,5 @@ def install_torch_neuronx_alias() -> None:
     sys.modules["torch_neuronx.memory"] = memory
     sys.modules["torch_neuronx.utils"] = torch_neuronx_utils
     sys.modules["torch_neuronx._C"] = _C  # `import torch_neuronx._C as _C`, as its test helpers do
+    from ..nki import install_nki_alias
+    install_nki_alias()  # `import nki` / `neuronxcc.nki` -> the NKI simulator, unless really installed

@@ -1,6 +1,7 @@
 #include "aten/execution/op_table.h"
 
 #include "aten/execution/dtype_policy.h"
+#include "aten/execution/kernel_runs.h"
 
 #include <memory>
 #include <mutex>
@@ -141,6 +142,7 @@ std::vector<OpCount> opCounts() {
     uint64_t x = e->executed.load(), f = e->fallbacks.load();
     if (x || f) out.push_back({e->name, e->recorded, x, f});
   }
+  for (const auto& [name, n] : namedKernelRuns()) out.push_back({name, name, n, 0});
   return out;
 }
 
@@ -154,6 +156,7 @@ void clearOpTracking() {
     e->downcasts_i64 = 0;
     e->widened = 0;
   }
+  clearNamedKernelRuns();
 }
 
 std::vector<OpStats> opStats() {
@@ -170,6 +173,8 @@ std::vector<OpStats> opStats() {
     }
     if (s.executed || s.fallbacks || s.downcasts_f64 || s.downcasts_i64 || s.compilations || s.widened) out.push_back(std::move(s));
   }
+  // Kernels run by name (NKI launches) are the device's own: native.
+  for (const auto& [name, n] : namedKernelRuns()) out.push_back(OpStats{name, true, n, 0, 0, 0, 0, 0, 0, 0, 0, 0});
   return out;
 }
 

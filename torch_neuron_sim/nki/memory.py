@@ -1,0 +1,333 @@
+"""The memories an NKI kernel addresses and the tensors in them.
+
+HBM holds the kernel's inputs and outputs; SBUF and PSUM are on-chip, 2-D:
+dimension 0 of a tile is the partition dimension (at most 128), the rest is
+the free dimension. A tensor here is a torch tensor (on the CPU: for a
+`neuron` argument, the arena's bytes seen from the host, so writes reach the
+caller without a copy) plus what the checks need: its memory, whether it is
+an input the kernel may write, which of its elements were written.
+
+Allocating on-chip memory charges the launch's books: SBUF bytes per
+partition against the profile's capacity, PSUM banks (2 KiB per partition
+each) against 8. The charge is returned when the tile is no longer reachable
+from the kernel (Python frees it), as the compiler reuses a buffer whose
+tile is dead. New memory is filled with NaN (floats) or a fixed integer, so a
+kernel that reads memory it never wrote sees it."""
+from __future__ import annotations
+
+import math
+import weakref
+from typing import Any, Optional
+
+import torch
+
+from . import launch as _launch
+from .dtypes import torch_dtype
+from .errors import fail
+from .index import AffineIndex, affine_to_slices
+
+UNINITIALIZED_INT = 4  # what new integer memory holds (AWS's simulator uses the same value)
+
+
+class Buffer:
+    """A memory space: nl.sbuf, nl.psum, nl.hbm, nl.shared_hbm, nl.private_hbm."""
+
+    def __init__(self, name: str, on_chip: bool) -> None:
+        self.name = name
+        self.on_chip = on_chip
+        self.space = name if on_chip else "hbm"  # what the engine rules distinguish
+
+    def __repr__(self) -> str:
+        return f"nl.{self.name}"
+
+    @property
+    def hbm(self) -> bool:
+        return not self.on_chip
+
+
+sbuf = Buffer("sbuf", True)
+psum = Buffer("psum", True)
+hbm = Buffer("hbm", False)
+shared_hbm = Buffer("shared_hbm", False)
+private_hbm = Buffer("private_hbm", False)
+BUFFERS = {b.name: b for b in (sbuf, psum, hbm, shared_hbm, private_hbm)}
+
+
+def buffer_of(buffer: Any) -> Buffer:
+    if isinstance(buffer, Buffer):
+        return buffer
+    if isinstance(buffer, str) and buffer in BUFFERS:
+        # Legacy kernels name buffers by string.
+        return BUFFERS[buffer]
+    raise fail("nl.ndarray", f"buffer={buffer!r} is not a memory space",
+               "use nl.sbuf, nl.psum, nl.hbm, nl.shared_hbm or nl.private_hbm")
+
+
+def _fill_uninitialized(t: torch.Tensor) -> None:
+    if t.dtype.is_floating_point:
+        t.fill_(float("nan"))
+    elif t.dtype == torch.bool:
+        t.fill_(True)
+    else:
+        t.fill_(UNINITIALIZED_INT)
+
+
+class Allocation:
+    """One allocation (or one kernel argument): its bytes and its books."""
+
+    __slots__ = ("buffer", "name", "input_index", "mutable", "written", "acc", "unfilled", "__weakref__")
+
+    def __init__(self, buffer: Buffer, name: str, input_index: int = -1, mutable: bool = True) -> None:
+        self.buffer = buffer
+        self.name = name
+        self.input_index = input_index  # position among the kernel's arguments, -1 for allocations
+        self.mutable = mutable
+        self.written: Optional[torch.Tensor] = None  # HBM: which elements the kernel wrote
+        self.acc: Optional[torch.Tensor] = None      # PSUM: which elements hold an open accumulation
+        # On-chip: the whole tensor, until its uninitialised fill is done. The fill waits for
+        # the first access: a first write covering the whole tile makes it unnecessary.
+        self.unfilled: Optional[torch.Tensor] = None
+
+    def touch(self, whole_write: bool = False) -> None:
+        """Before an access: fill new memory with the uninitialised pattern, unless the
+        access overwrites all of it."""
+        if self.unfilled is not None:
+            if not whole_write:
+                _fill_uninitialized(self.unfilled)
+            self.unfilled = None
+
+
+class NkiTensor:
+    """A tensor in one memory (nl.ndarray's result, or a kernel argument), or
+    a view of one (indexing with ints and slices gives views)."""
+
+    __slots__ = ("t", "alloc", "aux", "oob")
+
+    def __init__(self, t: torch.Tensor, alloc: Allocation, aux: Optional[torch.Tensor] = None,
+                 oob: Optional[str] = None) -> None:
+        self.t = t          # the values (a view of the allocation's tensor)
+        self.alloc = alloc
+        self.aux = aux      # the same view of alloc.written (HBM) or alloc.acc (PSUM)
+        self.oob = oob      # set when the index left the tensor: the message, raised on use
+
+    # --- what a kernel reads -------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        return tuple(self.t.shape)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.t.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.t.dim()
+
+    @property
+    def buffer(self) -> Buffer:
+        return self.alloc.buffer
+
+    @property
+    def name(self) -> str:
+        return self.alloc.name
+
+    def __len__(self) -> int:
+        return self.t.shape[0]
+
+    def __repr__(self) -> str:
+        return f"NkiTensor(name='{self.name}', shape={self.shape}, dtype={self.dtype}, buffer={self.buffer!r})"
+
+    def __bool__(self) -> bool:
+        raise fail("tensor", f"the truth value of tensor '{self.name}' is not known when the kernel is compiled",
+                   "branch on Python values (shapes, program_id), not on tile contents")
+
+    # --- views -----------------------------------------------------------------
+    def __getitem__(self, index: Any) -> "NkiTensor":
+        return view(self, index, "indexing")
+
+    def reshape(self, shape: Any) -> "NkiTensor":
+        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        if math.prod(shape) != self.t.numel():
+            raise fail("reshape", f"tensor '{self.name}' of shape {self.shape} has {self.t.numel()} elements, "
+                       f"not the {math.prod(shape)} of shape {shape}")
+        if not self.t.is_contiguous():
+            raise fail("reshape", f"tensor '{self.name}' is a strided view; reshape a whole tensor")
+        aux = self.aux.reshape(shape) if self.aux is not None else None
+        return NkiTensor(self.t.reshape(shape), self.alloc, aux)
+
+    def broadcast_to(self, shape: Any) -> "NkiTensor":
+        """A read-only view repeating size-1 dimensions (a DMA access pattern with stride 0)."""
+        shape = tuple(shape)
+        try:
+            t = self.t.expand(shape)
+        except RuntimeError:
+            raise fail("broadcast_to", f"tensor '{self.name}' of shape {self.shape} does not broadcast to {shape}") \
+                from None
+        return NkiTensor(t, self.alloc, self.aux.expand(shape) if self.aux is not None else None, self.oob)
+
+    # `t[...] = tile`, `t += tile` (isa.py) and `a + b` (language.py) are installed by the
+    # modules that own those instructions.
+
+    __hash__ = object.__hash__
+
+
+def _index_parts(index: Any) -> tuple:
+    return index if isinstance(index, tuple) else (index,)
+
+
+def view(x: NkiTensor, index: Any, instruction: str) -> NkiTensor:
+    """x[index] for ints, slices and `...`; an index outside the tensor gives
+    a view of the part inside it, marked out of bounds (dma_copy with
+    oob_mode.skip copies that part; everything else raises)."""
+    parts = _index_parts(index)
+    if any(isinstance(p, AffineIndex) for p in parts):
+        parts = affine_to_slices(parts, x.ndim)
+    if sum(1 for p in parts if p is Ellipsis) > 1:
+        raise fail(instruction, f"more than one '...' indexing tensor '{x.name}'")
+    n_real = sum(1 for p in parts if p is not Ellipsis and p is not None)
+    if n_real > x.ndim:
+        raise fail(instruction, f"{n_real} indices for tensor '{x.name}' of {x.ndim} dimensions {x.shape}")
+    if Ellipsis in parts:
+        at = parts.index(Ellipsis)
+        parts = parts[:at] + (slice(None),) * (x.ndim - n_real) + parts[at + 1:]
+    out, oob = [], None
+    dim = 0
+    for p in parts:
+        if p is None:
+            out.append(None)
+            continue
+        size = x.t.shape[dim]
+        if isinstance(p, bool) or not isinstance(p, (int, slice)) and not hasattr(p, "__index__"):
+            if isinstance(p, NkiTensor):
+                raise fail(instruction, f"tensor '{x.name}' indexed by tile '{p.name}' (indirect, data-dependent "
+                           "addressing) is not supported by the simulator", "index with ints and slices")
+            raise fail(instruction, f"index {p!r} of dimension {dim} of tensor '{x.name}' is not an int or a slice")
+        if isinstance(p, slice):
+            start, stop, step = p.start, p.stop, p.step
+            step = 1 if step is None else int(step)
+            if step <= 0:
+                raise fail(instruction, f"slice step {step} on dimension {dim} of tensor '{x.name}': only positive "
+                           "steps exist on the hardware")
+            start = 0 if start is None else int(start)
+            stop = size if stop is None else int(stop)
+            if start < 0 or stop > size or start > stop:
+                if oob is None:
+                    oob = (f"access [{start}:{stop}] out of bounds on dimension {dim} of tensor '{x.name}' "
+                           f"with shape {x.shape}")
+                start, stop = max(0, min(start, size)), max(0, min(stop, size))
+                stop = max(stop, start)
+            out.append(slice(start, stop, step))
+        else:
+            i = int(p)
+            if not 0 <= i < size:
+                raise fail(instruction, f"index {i} out of bounds on dimension {dim} of tensor '{x.name}' with "
+                           f"shape {x.shape}")
+            out.append(i)
+        dim += 1
+    key = tuple(out)
+    aux = x.aux[key] if x.aux is not None else None
+    return NkiTensor(x.t[key], x.alloc, aux, oob or x.oob)
+
+
+def _charge(launch: "_launch.Launch", buffer: Buffer, shape: tuple, dtype: torch.dtype, name: str) -> tuple:
+    lim = launch.limits
+    if shape[0] > lim.pmax:
+        raise fail("nl.ndarray", f"partition dimension {shape[0]} of '{name}' in {buffer!r} exceeds maximum "
+                   f"{lim.pmax}", "put at most 128 rows on the partition dimension (dim 0) and tile the rest")
+    per_partition = math.prod(shape[1:]) * dtype.itemsize
+    if buffer is sbuf:
+        if launch.check_capacity and launch.sbuf_used + per_partition > lim.sbuf_bytes_per_partition:
+            raise fail("nl.ndarray", f"SBUF capacity exceeded: '{name}' {tuple(shape)} {dtype} needs "
+                       f"{per_partition} bytes per partition, {launch.sbuf_used} are in use, "
+                       f"{lim.profile} has {lim.sbuf_bytes_per_partition} bytes per partition "
+                       f"({lim.sbuf_bytes_per_partition * lim.pmax // (1024 * 1024)} MiB)",
+                       "use smaller tiles or let tiles die (allocate inside the loop that uses them)")
+        launch.sbuf_used += per_partition
+        launch.sbuf_peak = max(launch.sbuf_peak, launch.sbuf_used)
+        return ("sbuf", per_partition)
+    banks = max(1, -(-per_partition // lim.psum_bank_bytes))
+    if launch.check_capacity and launch.psum_banks_used + banks > lim.psum_banks:
+        raise fail("nl.ndarray", f"PSUM capacity exceeded: '{name}' {tuple(shape)} {dtype} needs {banks} of the "
+                   f"{lim.psum_banks} banks of {lim.psum_bank_bytes} bytes per partition, "
+                   f"{launch.psum_banks_used} are in use",
+                   "let PSUM tiles die (allocate them inside the loop) or copy results to SBUF and reuse the bank")
+    launch.psum_banks_used += banks
+    return ("psum", banks)
+
+
+def _release(launch_ref: "weakref.ref", kind: str, amount: int) -> None:
+    launch = launch_ref()
+    if launch is None:
+        return
+    if kind == "sbuf":
+        launch.sbuf_used -= amount
+    else:
+        launch.psum_banks_used -= amount
+
+
+_names = [0]
+
+
+def allocate(shape: Any, dtype: Any, buffer: Any, name: Optional[str] = None, fill: Any = None) -> NkiTensor:
+    launch = _launch.current()
+    buf = buffer_of(buffer)
+    shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    if not shape or any(s <= 0 for s in shape):
+        raise fail("nl.ndarray", f"shape {shape} of '{name or 'tensor'}': every dimension must be positive")
+    dt = torch_dtype(dtype)
+    if name is None:
+        _names[0] += 1
+        name = f"{buf.name}_tensor_{_names[0]}"
+    alloc = Allocation(buf, name)
+    if buf.on_chip:
+        kind, amount = _charge(launch, buf, shape, dt, name)
+        weakref.finalize(alloc, _release, weakref.ref(launch), kind, amount)
+    if buf.hbm:
+        return _hbm_tensor(launch, buf, shape, dt, name, fill)
+    t = torch.empty(shape, dtype=dt, device=launch.device)
+    if fill is None:
+        alloc.unfilled = t
+    else:
+        t.fill_(fill)
+    aux = None
+    if buf is psum:
+        alloc.acc = torch.zeros(shape, dtype=torch.bool, device=launch.device)
+        aux = alloc.acc
+    return NkiTensor(t, alloc, aux)
+
+
+def _hbm_tensor(launch: "_launch.Launch", buf: Buffer, shape: tuple, dt: torch.dtype, name: str,
+                fill: Any) -> NkiTensor:
+    """An output in HBM: for a `neuron` caller, device memory seen from the host,
+    so returning it costs no copy. The instances of a grid share their
+    nl.shared_hbm tensors: the k-th one each instance allocates is the same."""
+    if buf is shared_hbm and launch.grid:
+        k = launch.shared_next
+        launch.shared_next += 1
+        if k < len(launch.shared):
+            prev = launch.shared[k]
+            if prev.shape != shape or prev.dtype != dt:
+                raise fail("nl.ndarray", f"instance allocates shared_hbm tensor #{k} '{name}' as {shape} {dt}, "
+                           f"the first instance allocated it as {prev.shape} {prev.dtype}",
+                           "every instance of a grid allocates the same shared outputs")
+            return prev
+    if launch.hbm_factory is not None:
+        t = launch.hbm_factory(shape, dt)
+    else:
+        t = torch.empty(shape, dtype=dt, device=launch.device)
+    if fill is None:
+        _fill_uninitialized(t)
+    else:
+        t.fill_(fill)
+    alloc = Allocation(buf, name)
+    alloc.written = torch.full(shape, fill is not None, dtype=torch.bool, device=t.device)
+    out = NkiTensor(t, alloc, alloc.written)
+    if buf is shared_hbm and launch.grid:
+        launch.shared.append(out)
+    return out
+
+
+def argument(t: torch.Tensor, name: str, index: int, mutable: bool) -> NkiTensor:
+    """A kernel argument: a tensor in HBM (the caller's memory)."""
+    # Only outputs need per-element books; an input's writes are checked as they happen.
+    return NkiTensor(t, Allocation(hbm, name, index, mutable))
