@@ -404,11 +404,9 @@ def test_errors_with_the_devices_types_and_messages():
         torch.histc(a, 4, out=torch.empty(4, dtype=torch.int32, device=D))
     with pytest.raises(RuntimeError, match="set_: expected neuron source tensor, but got tensor on device cpu"):
         torch.empty(0, device=D).set_(torch.ones(3))
-    with pytest.raises(RuntimeError, match="Neuron tensors only support contiguous or preserve memory format"):
-        torch.randn(1, 2, 3, 3, device=D).contiguous(memory_format=torch.channels_last)
     cl = torch.empty(1, 2, 3, 3, device=D, memory_format=torch.channels_last)  # allocation works
     assert cl.is_contiguous(memory_format=torch.channels_last)
-    assert cl.clone().is_contiguous()  # a clone is always contiguous
+    assert cl.clone().is_contiguous()  # a clone without a format is contiguous (channels-last: section 9)
     with pytest.raises(RuntimeError, match="_copy_from_and_resize now only support copy with same size"):
         torch.cumprod(a, 0, out=torch.empty(2, device=D))  # the fallback does not resize a wrong out=
     assert torch.cumprod(a, 0, out=torch.empty(0, device=D)).shape == (4, 3)  # an empty one it does
@@ -464,30 +462,12 @@ def test_host_bounces_go_through_the_nrt_copy_entry_points():
 
 
 def test_bounce_counting_by_replacing_the_entry_points_as_the_device_helpers_do():
-    # torch_neuronx's count_cpu_bounce_calls imports the submodule and assigns wrappers to it.
-    import torch_neuronx._C as C
-
-    counts = {"reads": 0, "writes": 0}
-    read, write = C._nrt_copy_neuron_to_cpu_tensor, C._nrt_copy_cpu_to_neuron_tensor
-
-    def counted(kind, fn):
-        def wrapper(*args, **kwargs):
-            counts[kind] += 1
-            return fn(*args, **kwargs)
-        return wrapper
-
+    # torch_neuronx's count_cpu_bounce_calls imports the submodule and assigns wrappers to it (_bounces, below).
     a = torch.randn(4, 3, device=D)
-    C._nrt_copy_neuron_to_cpu_tensor = counted("reads", read)
-    C._nrt_copy_cpu_to_neuron_tensor = counted("writes", write)
-    try:
-        b = a + a  # native: no host bounce
-        native = dict(counts)
-        torch.trace(a)  # a fallback: the input goes out, the result comes back
-    finally:
-        C._nrt_copy_neuron_to_cpu_tensor, C._nrt_copy_cpu_to_neuron_tensor = read, write
-    assert native == {"reads": 0, "writes": 0}
-    assert counts == {"reads": 1, "writes": 1}
-    torch.testing.assert_close(b.cpu(), 2 * a.cpu())
+    out = {}
+    assert _bounces(lambda: out.update(b=a + a)) == {"reads": 0, "writes": 0}  # native: no host bounce
+    assert _bounces(lambda: torch.trace(a)) == {"reads": 1, "writes": 1}  # a fallback: the input out, the result back
+    torch.testing.assert_close(out["b"].cpu(), 2 * a.cpu())
 
 
 def test_torch_neuronx_utils_helpers():
@@ -535,3 +515,420 @@ def test_registered_composites_keep_autograd_chains():
     bad = [op for op in get_neuron_registered_ops(as_sorted=True, keep_variant=True)
            if op in composite and op not in formulas and op not in safe and not op.endswith("_backward")]
     assert bad == []
+
+
+# ---- 9. memory formats, as in the release build ---------------------------------------------
+CL, CL3 = torch.channels_last, torch.channels_last_3d
+
+
+def test_channels_last_clone_runs_on_the_device():
+    x = torch.randn(2, 3, 4, 5)
+    v = torch.randn(2, 3, 4, 5, 6)
+    xd, vd = x.to(D), v.to(D)
+    with track_neuron_ops() as ops:
+        y = xd.clone(memory_format=CL)
+        w = vd.clone(memory_format=CL3)
+    assert y.device.type == "neuron" and y.is_contiguous(memory_format=CL) and not y.is_contiguous()
+    assert w.is_contiguous(memory_format=CL3)
+    assert torch.equal(y.cpu(), x) and torch.equal(w.cpu(), v)
+    assert "aten::clone" in ops.executed and ops.fallback == []
+
+
+def test_contiguous_accepts_preserve_format():
+    x = torch.arange(12.0).reshape(3, 4)
+    y = x.to(D).t().contiguous(memory_format=torch.preserve_format)  # the CPU refuses preserve_format
+    assert y.is_contiguous() and torch.equal(y.cpu(), x.t())
+
+
+def test_channels_last_contiguous_and_to_fall_back_to_the_cpu():
+    x = torch.randn(2, 3, 4, 5)
+    xd = x.to(D)
+    with track_neuron_ops() as ops:
+        a = xd.contiguous(memory_format=CL)
+        b = xd.to(memory_format=CL)
+        c = torch.randn(2, 3, 2, 2, 2).to(D).contiguous(memory_format=CL3)
+    for t in (a, b):
+        assert t.device.type == "neuron" and t.is_contiguous(memory_format=CL) and torch.equal(t.cpu(), x)
+    assert c.device.type == "neuron" and c.is_contiguous(memory_format=CL3)
+    assert {"aten::contiguous", "aten::_to_copy"} <= set(ops.fallback)
+    assert "aten::clone" not in ops.executed  # the device's contiguous, not PyTorch's decomposition
+    g = xd.clone().requires_grad_()
+    (g.contiguous(memory_format=CL) * torch.arange(5.0, device=D)).sum().backward()
+    assert torch.equal(g.grad.cpu(), torch.arange(5.0).expand(2, 3, 4, 5))
+    assert xd.to(memory_format=CL).to("cpu").is_contiguous(memory_format=CL)
+
+
+def test_channels_last_refused_only_when_fallback_is_disabled():
+    xd = torch.randn(2, 3, 4, 5, device=D)
+    torch_neuron_sim.tracking.set_fallback_only_for_unimplemented(True)
+    try:
+        for convert in (lambda: xd.contiguous(memory_format=CL), lambda: xd.to(memory_format=CL)):
+            with pytest.raises(RuntimeError, match="^CPU fallback disabled because TORCH_NEURONX_FALLBACK_ONLY_FOR_"
+                                                   "UNIMPLEMENTED_OPS=1.*Neuron tensors only support contiguous or "
+                                                   "preserve memory format"):
+                convert()
+        assert xd.clone(memory_format=CL).is_contiguous(memory_format=CL)  # clone is implemented
+    finally:
+        torch_neuron_sim.tracking.set_fallback_only_for_unimplemented(False)
+    assert xd.contiguous(memory_format=CL).is_contiguous(memory_format=CL)
+
+
+class _Block(torch.nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(c)
+        self.conv2 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn2 = torch.nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(x + self.bn2(self.conv2(y)))
+
+
+def _resnet():
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                               _Block(8), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 4))
+
+
+def test_a_channels_last_resnet_trains_as_on_the_cpu_and_the_report_shows_the_fallbacks():
+    torch.manual_seed(0)
+    cpu = _resnet()
+    dev = _resnet()
+    dev.load_state_dict(cpu.state_dict())
+    x, target = torch.randn(4, 3, 8, 8), torch.tensor([0, 1, 2, 3])
+    cpu = cpu.to(memory_format=CL)
+    with torch_neuron_sim.report() as r:
+        dev = dev.to(D).to(memory_format=CL)
+        opt = torch.optim.SGD(dev.parameters(), lr=0.1)
+        xd, td = x.to(D).contiguous(memory_format=CL), target.to(D)
+        for _ in range(3):
+            opt.zero_grad()
+            loss = F.cross_entropy(dev(xd), td)
+            loss.backward()
+            opt.step()
+    opt_cpu = torch.optim.SGD(cpu.parameters(), lr=0.1)
+    xc = x.contiguous(memory_format=CL)
+    for _ in range(3):
+        opt_cpu.zero_grad()
+        loss_cpu = F.cross_entropy(cpu(xc), target)
+        loss_cpu.backward()
+        opt_cpu.step()
+    torch.testing.assert_close(loss.cpu(), loss_cpu, rtol=1e-4, atol=1e-5)
+    for (name, p), q in zip(dev.named_parameters(), cpu.parameters()):
+        torch.testing.assert_close(p.cpu(), q.detach(), rtol=1e-4, atol=1e-5, msg=name)
+    assert {"aten::_to_copy", "aten::contiguous"} <= set(r.fallback_ops)
+
+
+def test_opinfo_cells_with_channels_last_samples_match_the_cpu():
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent / "opinfo"))
+    import opinfo_suite as suite
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    ops = {suite.op_key(op): op for op in op_db}
+    for key in ("cat", "nn.functional.interpolate.nearest", "nn.functional.interpolate.nearest-exact"):
+        for direction in ("fwd", "bwd"):  # every sample, the channels-last ones included
+            result = suite.check_op(ops[key], "float32", direction, max_samples=100)
+            assert result.status == suite.PASS, (key, direction, result.detail)
+
+
+# ---- 10. the environment, streams, devices, memory ------------------------------------------
+_RELEASE_ENV = {"NEURON_LAUNCH_BLOCKING": "1", "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS": "0",
+                "TORCH_NEURONX_MLIR_ATEN_OPS": "1", "TORCH_NEURONX_RETAIN_DEVICE_MODE": "0",
+                "NEURON_RT_ALLOW_LEGACY_NEFF": "1", "NEURON_RT_DBG_ZEROCOPY": "1",
+                "TORCH_NEURONX_ENABLE_ASYNC_NRT": "1", "TORCH_NEURONX_ENABLE_STACK_TRACE": "0",
+                "JAX_LOGGING_LEVEL": "WARNING"}
+
+
+def test_import_sets_the_environment_torch_neuronx_sets():
+    import json
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k not in _RELEASE_ENV}
+    env["JAX_LOGGING_LEVEL"] = "ERROR"  # a value the user set stays
+    code = ("import os, json, torch, torch_neuron_sim; "
+            f"print(json.dumps({{k: os.environ.get(k) for k in {sorted(_RELEASE_ENV)!r}}}))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.splitlines()[-1]) == {**_RELEASE_ENV, "JAX_LOGGING_LEVEL": "ERROR"}
+
+
+def test_streams_read_host_cc_each_time_one_is_created(monkeypatch):
+    default = torch_neuronx.default_stream()
+    monkeypatch.setenv("NEURON_RT_ENABLE_HOST_CC", "1")  # set after import, no other call
+    s, t = torch.neuron.Stream(), torch.neuron.Stream()
+    assert s != default and t != default and s != t
+    monkeypatch.setenv("NEURON_RT_ENABLE_HOST_CC", "true")  # only exactly "1"
+    assert torch.neuron.Stream() == default
+    monkeypatch.delenv("NEURON_RT_ENABLE_HOST_CC")
+    assert torch.neuron.Stream() == default and torch.Stream(device="neuron") == default
+    assert not hasattr(torch_neuron_sim._C, "_reread_host_cc")
+
+
+def test_more_cores_than_a_chip_are_a_multi_chip_instance():
+    from conftest import run_python
+
+    code = """
+        import torch, torch_neuron_sim
+        print(torch.neuron.device_count(), torch.ones(2, device="neuron:7").device, torch.neuron.get_device_properties(7))
+        try:
+            torch.ones(2).to("neuron:20")
+        except RuntimeError as e:
+            print(type(e).__name__, e)
+    """
+    ok = run_python(code, env={"NEURON_RT_NUM_CORES": "8", "NEURON_SIM_HBM_GB": "1"})
+    assert ok.returncode == 0, ok.stderr
+    lines = ok.stdout.splitlines()
+    assert lines[0].startswith("8 neuron:7 <NeuronDeviceProperties(name='trn2'")
+    assert lines[1] == "RuntimeError Device index 20 is out of range. Valid range is 0 to 7 for this process"
+    for n in ("16", "64"):
+        r = run_python("import torch, torch_neuron_sim; print(torch.neuron.device_count())",
+                       env={"NEURON_RT_NUM_CORES": n, "NEURON_SIM_HBM_GB": "1"})
+        assert r.returncode == 0 and r.stdout.split() == [n], r.stderr
+    r = run_python("import torch, torch_neuron_sim; print(torch.neuron.device_count())",
+                   env={"NEURON_RT_VISIBLE_CORES": "6-7", "NEURON_SIM_HBM_GB": "1"})
+    assert r.returncode == 0 and r.stdout.split() == ["2"], r.stderr
+    too_many = run_python("import torch, torch_neuron_sim; torch.neuron.device_count()",
+                          env={"NEURON_RT_NUM_CORES": "65", "NEURON_SIM_HBM_GB": "1"})
+    assert too_many.returncode != 0
+    assert "NEURON_RT_NUM_CORES=65, but the largest trn2 instance (trn2.48xlarge, 16 chips) has 64" in too_many.stderr
+
+
+def test_reserved_memory_is_what_the_device_reports():
+    x = torch.empty(1000, device=D)
+    assert torch.neuron.memory_allocated() >= 4000
+    assert torch.neuron.memory_reserved() == 0 and torch.neuron.max_memory_reserved() == 0
+    assert torch_neuronx.memory_reserved() == 0 and torch_neuronx.max_memory_reserved() == 0
+    for stats in (torch.neuron.memory_stats(), torch_neuronx.memory_stats()):
+        assert stats["reserved_bytes"] == {"current": 0, "peak": 0, "allocated": 0, "freed": 0}
+        assert stats["allocated_bytes"]["current"] >= 4000
+    assert torch_neuron_sim.memory_reserved() >= 4000  # the arena's own reservation
+    assert torch_neuron_sim.memory_stats()["reserved_bytes"]["current"] >= 4000
+    del x
+
+
+# ---- 11. internals torch_neuronx's tests patch or call --------------------------------------
+def _bounces(fn):
+    # torch_neuronx's count_cpu_bounce_calls: replace the entry points on the submodule, count, restore.
+    import torch_neuronx._C as C
+
+    counts = {"reads": 0, "writes": 0}
+    read, write = C._nrt_copy_neuron_to_cpu_tensor, C._nrt_copy_cpu_to_neuron_tensor
+
+    def counted(kind, entry):
+        def wrapper(*args, **kwargs):
+            counts[kind] += 1
+            return entry(*args, **kwargs)
+        return wrapper
+
+    C._nrt_copy_neuron_to_cpu_tensor, C._nrt_copy_cpu_to_neuron_tensor = counted("reads", read), counted("writes", write)
+    try:
+        fn()
+    finally:
+        C._nrt_copy_neuron_to_cpu_tensor, C._nrt_copy_cpu_to_neuron_tensor = read, write
+    return counts
+
+
+def test_device_casts_bounce_through_the_host_only_for_64_bits():
+    x = torch.randn(16, 16, device=D)
+    out = {}
+    assert _bounces(lambda: out.update(h=x.to(dtype=torch.float16))) == {"reads": 0, "writes": 0}
+    assert out["h"].device.type == "neuron" and out["h"].dtype == torch.float16
+    assert _bounces(lambda: out.update(d=x.to(dtype=torch.float64))) == {"reads": 1, "writes": 1}
+    assert out["d"].device.type == "neuron" and torch.equal(out["d"].cpu(), x.cpu().double())
+    assert _bounces(lambda: out["d"].t().contiguous()) == {"reads": 0, "writes": 0}  # no cast, no bounce
+    from unittest import mock
+
+    with mock.patch("torch_neuronx._C._nrt_copy_neuron_to_cpu_tensor",
+                    wraps=torch_neuronx._C._nrt_copy_neuron_to_cpu_tensor) as read:
+        x.to(dtype=torch.int64)
+    assert read.call_count == 1
+
+
+def test_device_internals_tests_patch():
+    from unittest import mock
+
+    from torch_neuronx import neuron
+
+    assert torch_neuronx._C._vnc_count() == torch_neuronx.device_count() >= 1
+    props = torch_neuronx._C._neuron_getDeviceProperties(0)
+    assert (props.name, props.total_memory) == (torch.neuron.get_device_properties(0).name,
+                                               torch.neuron.get_device_properties(0).total_memory)
+    for arg, expected in ((1, 1), (0, 0), (torch.device("neuron:2"), 2), (None, 3)):
+        with mock.patch("torch_neuronx.set_device") as set_device, \
+                mock.patch("torch_neuronx.neuron.current_device", return_value=3):
+            neuron.set_device(arg)
+        set_device.assert_called_once_with(expected)
+    fake = mock.MagicMock(total_memory=0)
+    with mock.patch("torch_neuronx._C._neuron_getDeviceProperties", return_value=fake) as get, \
+            mock.patch("torch_neuronx.neuron.current_device", return_value=0):
+        assert neuron.get_device_properties().total_memory == 0
+        assert neuron.get_device_properties("neuron:1").total_memory == 0
+    assert get.call_args_list == [mock.call(0), mock.call(1)]
+    with mock.patch("torch_neuronx._C._neuron_setDevice") as low:
+        torch_neuronx.set_device(1)
+    low.assert_called_once_with(1)
+    assert torch_neuronx.current_device() == 0  # the patched call did nothing
+
+
+def test_registered_ops_include_the_devices_own_kernels():
+    from torch_neuronx.utils import get_neuron_registered_ops
+
+    ops = get_neuron_registered_ops()
+    # its C++ and Python registrations (contiguous, _to_copy), and ops PyTorch has no CPU kernel for
+    assert {"contiguous", "_to_copy", "clone", "convolution", "linear_backward", "batch_norm_backward_reduce"} <= ops
+    assert "softmax.int" not in get_neuron_registered_ops(keep_variant=True)
+
+
+def test_native_multi_head_attention_basic_call_and_its_warning():
+    import warnings
+
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    q = torch.randn(2, 4, 8)
+    args = (8, 2, mha.in_proj_weight, mha.in_proj_bias, mha.out_proj.weight, mha.out_proj.bias)
+    dev = [a.to(D) if isinstance(a, torch.Tensor) else a for a in args]
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out, w = torch._native_multi_head_attention(q.to(D), q.to(D), q.to(D), *dev, need_weights=False)
+        ref, _ = torch._native_multi_head_attention(q, q, q, *args, need_weights=False)
+    torch.testing.assert_close(out.cpu(), ref, rtol=1e-5, atol=1e-5)
+    assert w.numel() == 0
+    assert any("Sequence length 4 is not a multiple of 512" in str(c.message) and c.category is UserWarning
+               for c in caught)
+
+
+# ---- 12. backward ops and their output masks --------------------------------------------------
+def _same_outputs(got, ref, what):
+    assert len(got) == len(ref), what
+    for i, (g, r) in enumerate(zip(got, ref)):
+        assert (g is None) == (r is None), (what, i, g, r)
+        if r is not None:
+            torch.testing.assert_close(g.cpu(), r, rtol=1e-4, atol=1e-5, msg=f"{what} output {i}")
+
+
+def test_backward_ops_with_an_output_mask_return_what_the_device_returns():
+    import itertools
+
+    torch.manual_seed(0)
+    masks = [list(m) for m in itertools.product([False, True], repeat=3)]
+    # convolution_backward and native_layer_norm_backward: as the CPU, mask by mask (None where not asked)
+    x, w, gy = torch.randn(2, 3, 6, 6), torch.randn(4, 3, 3, 3), torch.randn(2, 4, 4, 4)
+    conv = ([4], [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    for m in masks:
+        ref = torch.ops.aten.convolution_backward(gy, x, w, *conv, m)
+        got = torch.ops.aten.convolution_backward(gy.to(D), x.to(D), w.to(D), *conv, m)
+        _same_outputs(got, ref, f"convolution_backward {m}")
+    h, lw, lb = torch.randn(3, 5, 8), torch.randn(8), torch.randn(8)
+    _, mean, rstd = torch.native_layer_norm(h, [8], lw, lb, 1e-5)
+    gh = torch.randn(3, 5, 8)
+    for m in masks:
+        ref = torch.ops.aten.native_layer_norm_backward(gh, h, [8], mean, rstd, lw, lb, m)
+        got = torch.ops.aten.native_layer_norm_backward(*(t.to(D) for t in (gh, h)), [8],
+                                                        *(t.to(D) for t in (mean, rstd, lw, lb)), m)
+        _same_outputs(got, ref, f"native_layer_norm_backward {m}")
+    # No CPU kernel: the device's own rules. linear_backward: nothing for the input unless
+    # asked, weight and bias together if either is.
+    xl, wl, gl = torch.randn(5, 4), torch.randn(3, 4), torch.randn(5, 3)
+    full = (gl @ wl, gl.t() @ xl, gl.sum(0))
+    for m in masks:
+        got = torch.ops.aten.linear_backward(xl.to(D), gl.to(D), wl.to(D), m)
+        expected = (full[0] if m[0] else None, *(full[1:] if m[1] or m[2] else (None, None)))
+        _same_outputs(got, expected, f"linear_backward {m}")
+    # batch_norm_backward_reduce: all four results whatever the flags say.
+    xb, gb = torch.randn(4, 3, 5), torch.randn(4, 3, 5)
+    mean_b, invstd = xb.mean((0, 2)), (xb.var((0, 2), unbiased=False) + 1e-5).rsqrt()
+    args = [t.to(D) for t in (gb, xb, mean_b, invstd, torch.ones(3))]
+    every = torch.batch_norm_backward_reduce(*args, True, True, True)
+    for m in masks:
+        got = torch.batch_norm_backward_reduce(*args, *m)
+        assert all(t is not None for t in got), m
+        for g, e in zip(got, every):
+            torch.testing.assert_close(g.cpu(), e.cpu())
+    torch.testing.assert_close(every[0].cpu(), gb.sum((0, 2)))
+    torch.testing.assert_close(every[2].cpu(), (gb * (xb - mean_b[:, None]) * invstd[:, None]).sum((0, 2)),
+                               rtol=1e-4, atol=1e-5)
+
+
+# ---- 13. messages and exception types code matches on ----------------------------------------
+def test_mm_shape_errors_are_the_devices():
+    a = torch.randn(2, 3, device=D)
+    with pytest.raises(RuntimeError, match=r"^a and b must have same reduction dim, but got \[2, 3\] X \[2, 3\]\."):
+        torch.mm(a, a)
+    with pytest.raises(RuntimeError, match="^a must be 2D"):
+        torch.mm(torch.randn(3, device=D), a)
+    with pytest.raises(RuntimeError, match="^b must be 2D"):
+        torch.mm(a.t(), torch.randn(2, device=D))
+    with pytest.raises(RuntimeError, match=r"must have same reduction dim"):
+        torch.mm(a, a, out=torch.empty(2, 2, device=D))
+    torch_neuron_sim.tracking.set_fallback_only_for_unimplemented(True)
+    try:
+        with pytest.raises(RuntimeError, match=r"^CPU fallback disabled .* Operation aten::mm failed to execute on "
+                                               r"Neuron .*Details: .*a and b must have same reduction dim"):
+            torch.mm(a, a)
+    finally:
+        torch_neuron_sim.tracking.set_fallback_only_for_unimplemented(False)
+    torch.testing.assert_close((a @ a.t()).cpu(), a.cpu() @ a.cpu().t())  # the process stays usable
+
+
+def test_an_out_of_bounds_index_is_a_runtime_error():
+    x = torch.arange(4.0, device=D)
+    for idx in (torch.tensor([0, 5], device=D), torch.tensor([5]), torch.tensor([-5], device=D)):
+        with pytest.raises(RuntimeError, match=r"index -?5 is out of bounds for dimension 0 with size 4") as info:
+            x[idx]
+        assert not isinstance(info.value, IndexError)
+    m = torch.zeros(2, 3, device=D)
+    with pytest.raises(RuntimeError, match="index 3 is out of bounds for dimension 1 with size 3"):
+        m[:, torch.tensor([3], device=D)]
+    assert x[torch.tensor([3, -1], device=D)].cpu().tolist() == [3.0, 3.0]
+
+
+def test_argument_errors_with_the_devices_types_and_messages():
+    a = torch.randn(4, 3, device=D)
+    with pytest.raises(RuntimeError, match="Tensor list must have same number of elements as scalar list"):
+        torch._foreach_add([a, a], [1.0])
+    with pytest.raises(TypeError, match="cumsum\\(\\): argument 'dim' must be int, not float"):
+        torch.cumsum(a, dim=1.5)
+    with pytest.raises(IndexError, match=r"Dimension out of range \(expected to be in range of \[-2, 1\], but got 5\)"):
+        torch.index_select(a, 5, torch.tensor([0], device=D))
+    with pytest.raises(IndexError, match="index out of range in self"):
+        torch.index_select(a, 0, torch.tensor([7], device=D))
+    with pytest.raises(TypeError, match="must be Tensor, not list"):
+        torch.index_select(a, 0, [0])
+    start = torch.neuron.Event()
+    end = torch.neuron.Event()
+    start.record()
+    end.record()
+    # CUDA's words; a ValueError, as torch.Event raises it for every device (events are plain torch.Event objects)
+    with pytest.raises(ValueError, match="Both events must be created with argument 'enable_timing=True'"):
+        start.elapsed_time(end)
+    out = torch.zeros(4, 4, device=D).t()
+    with pytest.raises(RuntimeError, match="^CPU fallback failed. Cannot copy result to output tensor which is not "
+                                           "contiguous"):
+        torch.add(a, 1, out=out[:, :3])
+    assert out.cpu().eq(0).all()
+    assert torch.add(a, 1, out=torch.empty(4, 3, device=D)).cpu().equal(a.cpu() + 1)  # a contiguous out= is fine
+    with pytest.raises(ValueError, match="Invalid device specification: 1.5"):
+        torch.neuron.device(1.5)
+    with pytest.raises(ValueError, match="Expected neuron device, got cpu"):
+        torch.neuron.device(torch.device("cpu"))
+    with pytest.raises(ValueError, match="Incorrect device argument found, expected torch.device or int type, "
+                                         "found <class 'str'>"):
+        torch.neuron.get_device_name("invalid")
+    assert torch.neuron.get_device_name(torch.device("neuron:2")) == "neuron:2"
+    assert torch.neuron.get_device_name(1) == "neuron:1"
+
+
+def test_index_copy_broadcasts_the_source_as_the_device_does():
+    idx = torch.tensor([0, 2])
+    for source in (torch.ones(1, 3), torch.ones(3), torch.tensor(1.0)):
+        with pytest.raises((IndexError, RuntimeError)):
+            torch.zeros(5, 3).index_copy(0, idx, source)  # the CPU wants the slices' exact shape
+        got = torch.zeros(5, 3, device=D).index_copy(0, idx.to(D), source.to(D))
+        assert got.cpu().tolist() == [[1.0] * 3, [0.0] * 3, [1.0] * 3, [0.0] * 3, [0.0] * 3]
+    y = torch.zeros(5, 3, device=D)
+    y.index_copy_(1, torch.tensor([1], device=D), torch.full((5, 1), 2.0, device=D))  # the exact shape still works
+    assert y.cpu()[:, 1].tolist() == [2.0] * 5
+    with pytest.raises((IndexError, RuntimeError)):
+        y.index_copy_(0, idx.to(D), torch.ones(2, 2, device=D))  # does not broadcast: refused

@@ -19,9 +19,16 @@ def test_visible_cores(env, count):
 
 
 def test_visible_cores_beyond_machine_is_a_clear_error():
-    r = run_python("import torch, torch_neuron_sim; torch.neuron.device_count()", {"NEURON_RT_VISIBLE_CORES": "0-9"})
+    # a machine of a given size (NEURON_SIM_CHIPS) has only its cores
+    r = run_python("import torch, torch_neuron_sim; torch.neuron.device_count()",
+                   {"NEURON_RT_VISIBLE_CORES": "0-9", "NEURON_SIM_CHIPS": "1"})
     assert r.returncode != 0
     assert "NEURON_RT_VISIBLE_CORES names core 4" in r.stderr and "logical cores 0 to 3" in r.stderr
+    # without it, the instance grows to the largest of the profile (a trn2.48xlarge: 64 cores at LNC=2)
+    r = run_python("import torch, torch_neuron_sim; torch.neuron.device_count()",
+                   {"NEURON_RT_VISIBLE_CORES": "60-64", "NEURON_SIM_HBM_GB": "1"})
+    assert r.returncode != 0
+    assert "NEURON_RT_VISIBLE_CORES names core 64, but the largest trn2 instance (trn2.48xlarge" in r.stderr
 
 
 def test_out_of_range_device_names_valid_range_with_visible_cores():

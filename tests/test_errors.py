@@ -58,7 +58,7 @@ def test_fork_before_use_is_fine():
 def test_out_of_memory_names_device_request_capacity_and_use():
     cap = torch.neuron.get_device_properties(1).total_memory
     keep = torch.empty(1024, dtype=torch.uint8, device="neuron:1")
-    in_use = torch.neuron.memory_reserved(1)
+    in_use = torch_neuron_sim.memory_reserved(1)
     ooms = torch.neuron.memory_stats(1)["num_ooms"]
     with pytest.raises(torch.OutOfMemoryError) as info:
         torch.empty(cap, dtype=torch.uint8, device="neuron:1")

@@ -15,13 +15,12 @@ def _autoload() -> None:
     torch, which autoloads us) finds it on the half-imported module."""
 
 
-import os  # noqa: E402
-
 import torch  # noqa: E402
 
-# torch_neuronx sets this on import; "1" (launches block until the op is
-# done) is what the emulator does. See docs/streams.md.
-os.environ.setdefault("NEURON_LAUNCH_BLOCKING", "1")
+# The variables torch_neuronx sets on import (docs/semantics.md, environment).
+from .environment import apply_release_defaults  # noqa: E402
+
+apply_release_defaults()
 
 from . import _C  # loads the C++ core: allocator, guard, hooks, kernels
 

@@ -59,9 +59,8 @@ void registerDeviceBindings(py::module_& m) {
   m.def("_set_current_stream", [](int i, int64_t id) {
     c10::impl::VirtualGuardImpl(kNeuron).exchangeStream(c10::Stream(c10::Stream::UNSAFE, neuronDevice(i), id));
   });
-  // One stream per device unless NEURON_RT_ENABLE_HOST_CC=1 (read once; re-read on request).
+  // One stream per device unless NEURON_RT_ENABLE_HOST_CC=1 (read at each stream creation).
   m.def("_multi_stream_mode", &multiStreamMode);
-  m.def("_reread_host_cc", &rereadHostCC);
   m.def("_synchronize_device", [](int i) { c10::impl::VirtualGuardImpl(kNeuron).synchronizeDevice(i); });
   // The stream-order checker's happens-before books (runtime/stream_order.h).
   m.def("_order_tracking", [](bool on) {

@@ -13,9 +13,9 @@ constexpr uint64_t GiB = 1ull << 30;
 
 const std::vector<Profile>& profiles() {
   static const std::vector<Profile> all = {
-      {"trn1", 2, 1, {1}, 32 * GiB},
-      {"trn2", 8, 2, {1, 2}, 96 * GiB},
-      {"trn3", 8, 2, {1, 2}, 144 * GiB},
+      {"trn1", 2, 1, {1}, 32 * GiB, 16, "trn1.32xlarge"},
+      {"trn2", 8, 2, {1, 2}, 96 * GiB, 16, "trn2.48xlarge"},
+      {"trn3", 8, 2, {1, 2}, 144 * GiB, 16, "a 16-chip trn3 instance"},
   };
   return all;
 }
@@ -75,8 +75,9 @@ DeviceTable readDeviceTable() {
       throw std::runtime_error("NEURON_LOGICAL_NC_CONFIG=" + std::string(v) + " is not supported on " +
                                t.profile.name + (t.profile.name == "trn1" ? " (only 1)" : " (1 or 2)"));
   }
-  if (const char* v = env("NEURON_SIM_CHIPS")) {
-    t.chips = static_cast<int>(parseInt("NEURON_SIM_CHIPS", v));
+  const bool chips_given = env("NEURON_SIM_CHIPS") != nullptr;
+  if (chips_given) {
+    t.chips = static_cast<int>(parseInt("NEURON_SIM_CHIPS", env("NEURON_SIM_CHIPS")));
     if (t.chips < 1) throw std::runtime_error("NEURON_SIM_CHIPS must be at least 1");
   }
   // Each logical core owns an equal share of its chip's HBM.
@@ -89,21 +90,40 @@ DeviceTable readDeviceTable() {
     t.hbm_per_device = static_cast<uint64_t>(gb * static_cast<double>(GiB));
   }
 
-  const int total = t.logicalCoresTotal();
+  // Without NEURON_SIM_CHIPS, the instance is the smallest one of the profile
+  // with the cores the process asks for (NEURON_RT_NUM_CORES=8 on trn2: two
+  // chips of a trn2.48xlarge), up to the profile's largest instance.
+  const int per_chip = t.logicalCoresPerChip();
+  auto fit = [&](int cores, const std::string& what) {
+    if (chips_given || cores <= t.logicalCoresTotal()) return;
+    const int largest = t.profile.max_chips * per_chip;
+    if (cores > largest)
+      throw std::runtime_error(what + ", but the largest " + t.profile.name + " instance (" +
+                               t.profile.largest_instance + ", " + std::to_string(t.profile.max_chips) +
+                               " chips) has " + std::to_string(largest) + " logical cores at LNC=" +
+                               std::to_string(t.lnc) + ". Ask for fewer cores, or set NEURON_SIM_CHIPS to "
+                               "simulate a machine of that size");
+    t.chips = (cores + per_chip - 1) / per_chip;
+  };
   if (const char* v = env("NEURON_RT_VISIBLE_CORES")) {
     t.visible = parseCoreList(v);
-    for (int c : t.visible)
-      if (c < 0 || c >= total)
-        throw std::runtime_error("NEURON_RT_VISIBLE_CORES names core " + std::to_string(c) +
-                                 ", but this " + t.profile.name + " machine has logical cores 0 to " +
-                                 std::to_string(total - 1));
+    for (int c : t.visible) {
+      if (c < 0) throw std::runtime_error("NEURON_RT_VISIBLE_CORES names core " + std::to_string(c));
+      fit(c + 1, "NEURON_RT_VISIBLE_CORES names core " + std::to_string(c));
+      if (c >= t.logicalCoresTotal())
+        throw std::runtime_error("NEURON_RT_VISIBLE_CORES names core " + std::to_string(c) + ", but this " +
+                                 t.profile.name + " machine has logical cores 0 to " +
+                                 std::to_string(t.logicalCoresTotal() - 1));
+    }
   } else {
-    int n = total;
+    int n = t.logicalCoresTotal();
     if (const char* v = env("NEURON_RT_NUM_CORES")) {
       n = static_cast<int>(parseInt("NEURON_RT_NUM_CORES", v));
-      if (n < 0 || n > total)
+      if (n < 0) throw std::runtime_error("NEURON_RT_NUM_CORES=" + std::string(v) + " must not be negative");
+      fit(n, "NEURON_RT_NUM_CORES=" + std::string(v));
+      if (n > t.logicalCoresTotal())
         throw std::runtime_error("NEURON_RT_NUM_CORES=" + std::string(v) + " but this " + t.profile.name +
-                                 " machine has " + std::to_string(total) + " logical cores");
+                                 " machine has " + std::to_string(t.logicalCoresTotal()) + " logical cores");
     }
     for (int c = 0; c < n; ++c) t.visible.push_back(c);
   }

@@ -15,6 +15,8 @@ struct Profile {
   int default_lnc;              // logical NeuronCore config the runtime picks
   std::vector<int> allowed_lnc; // values NEURON_LOGICAL_NC_CONFIG may take
   uint64_t hbm_bytes_per_chip;
+  int max_chips;                // chips of the profile's largest instance
+  std::string largest_instance; // its name, for messages
 };
 
 // The device table is read once from the environment, on first use.

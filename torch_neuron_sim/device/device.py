@@ -20,11 +20,11 @@ def _index(device: _DeviceLike, *, optional: bool = True) -> int:
         device = torch.device(device)
     if isinstance(device, torch.device):
         if device.type != "neuron":
-            raise ValueError(f"Expected neuron device but got: {device}")
+            raise ValueError(f"Expected neuron device, got {device.type}")
         return _C._current_device() if device.index is None else device.index
     if isinstance(device, int):
         return device
-    raise TypeError(f"expected a device index, 'neuron:N' or torch.device, got {type(device).__name__}")
+    raise ValueError(f"Invalid device specification: {device}")  # the device's words and type
 
 
 def _checked(device: _DeviceLike) -> int:
@@ -108,8 +108,16 @@ class device(contextlib.ContextDecorator):
 
 
 def get_device_name(device: _DeviceLike = None) -> str:
-    """'neuron:<i>', as torch_neuronx returns (not a hardware name)."""
-    return f"neuron:{_index(device)}"
+    """'neuron:<i>', as torch_neuronx returns (not a hardware name): from an
+    index, a torch.device (its str) or None (the current device). Anything else,
+    a string included, is a ValueError, as on the device."""
+    if device is None:
+        return f"neuron:{current_device()}"
+    if isinstance(device, torch.device):
+        return str(device)
+    if isinstance(device, int):
+        return f"neuron:{device}"
+    raise ValueError(f"Incorrect device argument found, expected torch.device or int type, found {type(device)}")
 
 
 class NeuronDeviceProperties:

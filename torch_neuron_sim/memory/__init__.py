@@ -37,6 +37,31 @@ def max_memory_reserved(device: _DeviceLike = None) -> int:
     return memory_stats(device)["reserved_bytes"]["peak"]
 
 
+# ---- as the device reports them (torch.neuron, torch_neuronx) ---------------
+# TorchNeuron's allocator keeps no cache: it reports reserved_bytes as 0
+# (current and peak) whatever is allocated. torch.neuron and torch_neuronx
+# report that; the arena's own reservation (live blocks rounded up to 512
+# bytes) stays visible through torch_neuron_sim.memory_reserved() and
+# torch_neuron_sim.memory_stats().
+
+def device_memory_stats(device: _DeviceLike = None) -> dict[str, Any]:
+    """memory_stats as the device reports it: reserved_bytes all zero."""
+    s = memory_stats(device)
+    s["reserved_bytes"] = {k: 0 for k in s["reserved_bytes"]}
+    return s
+
+
+def device_memory_reserved(device: _DeviceLike = None) -> int:
+    """0, as the device reports (its allocator reserves nothing beyond live allocations)."""
+    _checked(device)
+    return 0
+
+
+def device_max_memory_reserved(device: _DeviceLike = None) -> int:
+    _checked(device)
+    return 0
+
+
 def reset_peak_memory_stats(device: _DeviceLike = None) -> None:
     _C._reset_peak(_checked(device))
 

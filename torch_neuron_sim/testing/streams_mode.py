@@ -1,8 +1,6 @@
 """Multi-stream mode for a test. The device runs one stream per NeuronCore
-unless NEURON_RT_ENABLE_HOST_CC=1, which the runtime reads once per process;
-torch_neuronx's `requires_nrt_streams` sets it per test (its suites fork a
-process per test). Here the emulator re-reads it on entry and exit, so one
-process can hold both kinds of tests:
+unless NEURON_RT_ENABLE_HOST_CC=1, which it reads whenever a stream is
+created; torch_neuronx's `requires_nrt_streams` sets it for the test:
 
     @requires_nrt_streams()
     def test_two_streams(): ...
@@ -11,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-
-from .. import _C
 
 _VAR = "NEURON_RT_ENABLE_HOST_CC"
 
@@ -23,7 +19,6 @@ class requires_nrt_streams(contextlib.ContextDecorator):
     def __enter__(self) -> "requires_nrt_streams":
         self._saved = os.environ.get(_VAR)
         os.environ[_VAR] = "1"
-        _C._reread_host_cc()
         return self
 
     def __exit__(self, *exc: object) -> bool:
@@ -31,5 +26,4 @@ class requires_nrt_streams(contextlib.ContextDecorator):
             os.environ.pop(_VAR, None)
         else:
             os.environ[_VAR] = self._saved
-        _C._reread_host_cc()
         return False

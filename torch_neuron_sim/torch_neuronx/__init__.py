@@ -25,10 +25,14 @@ from .. import memory
 from . import metrics
 from ..device import random as _random, streams as _streams
 from ..device.device import device as _device_context
-from ..device.device import current_device, device_count, get_device_properties, set_device, synchronize
+from ..device.device import _checked, current_device, device_count, synchronize
 from ..memory import (
-    empty_cache, max_memory_allocated, max_memory_reserved, memory_allocated, memory_reserved, memory_stats,
-    memory_summary, reset_accumulated_memory_stats, reset_peak_memory_stats,
+    empty_cache, max_memory_allocated, memory_allocated, memory_summary, reset_accumulated_memory_stats,
+    reset_peak_memory_stats,
+)
+from ..memory import (  # reserved bytes as the device reports them: 0
+    device_max_memory_reserved as max_memory_reserved, device_memory_reserved as memory_reserved,
+    device_memory_stats as memory_stats,
 )
 from ..execution import tracking
 from ..device.device import _lazy_init as _device_lazy_init, is_initialized as _device_is_initialized
@@ -64,10 +68,9 @@ class _NeuronCachingAllocator:
 
 
 def _copy_entry(direction: str) -> Callable:
-    def copy(src: Any, dst: Any) -> Any:
+    def copy(src: Any, dst: Any, non_blocking: bool = False) -> None:
         """Copies src into dst (host to device or back): the host bounce itself."""
         _core._nrt_copy(src, dst)
-        return dst
     copy.__name__ = f"_nrt_copy_{direction}_tensor"
     return copy
 
@@ -98,6 +101,36 @@ class _CInternals:
     def _get_default_generator(device: int = 0) -> Any:
         return _random.default_generator(device)
 
+    # Devices, as torch_neuronx's Python layer calls them (tests patch them).
+    @staticmethod
+    def _vnc_count() -> int:
+        """The visible logical NeuronCores (virtual NeuronCores, VNCs)."""
+        return device_count()
+
+    @staticmethod
+    def _neuron_getDeviceCount() -> int:
+        return device_count()
+
+    @staticmethod
+    def _neuron_getCurrentDevice() -> int:
+        return current_device()
+
+    @staticmethod
+    def _neuron_setDevice(device_id: int) -> None:
+        from ..device.device import set_device as _set
+        _set(device_id)
+
+    @staticmethod
+    def _neuron_getDeviceProperties(device_id: int) -> Any:
+        from ..device.device import NeuronDeviceProperties, machine
+        _checked(device_id)  # the runtime refuses an index it does not have
+        m = machine()
+        return NeuronDeviceProperties(m["profile"], m["hbm_per_device"])
+
+    @staticmethod
+    def _is_neuron_runtime_initialized() -> bool:
+        return _device_is_initialized()
+
     def __getattr__(self, name: str) -> Any:
         return getattr(_core, name)
 
@@ -124,6 +157,35 @@ def _route_copy(src: Any, dst: Any) -> None:
 
 
 _C = _CInternals()
+
+
+def set_device(device: int) -> None:
+    """Set the current neuron device (and the process default new threads see).
+    Out of range: ValueError "Invalid device id: N. Valid range is 0 to M"."""
+    _checked(device)
+    _C._neuron_setDevice(device)
+
+
+def get_device_properties(device: Any = None) -> Any:
+    """An index or "neuron:i": the device's name (instance family) and
+    total_memory; an invalid one is a ValueError "Invalid device id: N"."""
+    import torch
+
+    if device is None:
+        device_id = current_device()
+    elif isinstance(device, str) and "neuron" in device:
+        parsed = torch.device(device)
+        device_id = parsed.index if parsed.index is not None else 0
+    elif isinstance(device, torch.device):
+        if device.type != "neuron":
+            raise ValueError(f"Expected neuron device, got {device.type}")
+        device_id = device.index if device.index is not None else 0
+    else:
+        device_id = int(device)
+    if device_id < 0 or device_id >= device_count():
+        raise ValueError(f"Invalid device id: {device_id}")
+    _lazy_init()
+    return _C._neuron_getDeviceProperties(device_id)
 
 
 def is_neuron_runtime_initialized() -> bool:
@@ -274,12 +336,16 @@ def install_torch_neuronx_alias() -> None:
     shadows a real torch_neuronx installation."""
     from . import utils as torch_neuronx_utils
 
+    from . import neuron as neuron_module
+
     this = sys.modules[__name__]
     this.utils = torch_neuronx_utils
+    this.neuron = neuron_module  # torch.neuron: `from torch_neuronx import neuron`
     sys.modules["torch_neuronx"] = this
     sys.modules["torch_neuronx.metrics"] = metrics
     sys.modules["torch_neuronx.memory"] = memory
     sys.modules["torch_neuronx.utils"] = torch_neuronx_utils
+    sys.modules["torch_neuronx.neuron"] = neuron_module
     sys.modules["torch_neuronx._C"] = _C  # `import torch_neuronx._C as _C`, as its test helpers do
     from ..nki import install_nki_alias
     install_nki_alias()  # `import nki` / `neuronxcc.nki` -> the NKI simulator, unless really installed

@@ -4,13 +4,18 @@ function set (the real `torch_neuronx/neuron.py`)."""
 from .. import memory
 from ..device.device import (
     NeuronDeviceProperties, _is_in_bad_fork, _lazy_init, _sleep, current_device, device, device_count,
-    get_amp_supported_dtype, get_device_capability, get_device_name, get_device_properties, init,
-    is_available, is_bf16_supported, is_initialized, set_device, synchronize,
+    get_amp_supported_dtype, get_device_capability, get_device_name, init, is_available, is_bf16_supported,
+    is_initialized, synchronize,
 )
 from ..memory import (
-    empty_cache, max_memory_allocated, max_memory_reserved, mem_get_info, memory_allocated, memory_reserved,
-    memory_stats, memory_summary, reset_accumulated_memory_stats, reset_max_memory_allocated,
-    reset_peak_memory_stats, get_per_process_memory_fraction, memory_snapshot, set_per_process_memory_fraction,
+    empty_cache, max_memory_allocated, mem_get_info, memory_allocated, memory_summary,
+    reset_accumulated_memory_stats, reset_max_memory_allocated, reset_peak_memory_stats,
+    get_per_process_memory_fraction, memory_snapshot, set_per_process_memory_fraction,
+)
+# Reserved bytes as the device reports them (0); torch_neuron_sim.memory_reserved() is the arena's.
+from ..memory import (
+    device_max_memory_reserved as max_memory_reserved, device_memory_reserved as memory_reserved,
+    device_memory_stats as memory_stats,
 )
 from ..device.random import (
     get_rng_state, get_rng_state_all, initial_seed, manual_seed, manual_seed_all, seed, seed_all,
@@ -21,3 +26,29 @@ from ..device.streams import (
     wait_event, wait_stream,
 )
 from . import get_dynamo_metrics, reset_dynamo_metrics  # torch.compile graph metrics (compile/)
+
+
+# As torch_neuronx's neuron.py: these go through the torch_neuronx module (the
+# emulator's API, which `import torch_neuronx` resolves to under the alias) and
+# look up current_device in this module when they call it, so tests that patch
+# torch_neuronx.set_device, torch_neuronx._C._neuron_getDeviceProperties or
+# torch_neuronx.neuron.current_device see the calls they expect.
+def set_device(device) -> None:
+    """Set the current neuron device: an index, a torch.device or "neuron:i" (None: the current one)."""
+    from .. import torch_neuronx
+
+    if isinstance(device, str):
+        import torch
+
+        device = torch.device(device)
+    index = getattr(device, "index", device)
+    if index is None:
+        index = current_device()
+    torch_neuronx.set_device(index)
+
+
+def get_device_properties(device=None):
+    """name (the instance family) and total_memory (HBM bytes per device) of a device."""
+    from .. import torch_neuronx
+
+    return torch_neuronx.get_device_properties(str(device) if device is not None else current_device())

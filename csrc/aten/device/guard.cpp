@@ -4,7 +4,6 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <array>
-#include <atomic>
 #include <cstdlib>
 #include <string>
 #include <mutex>
@@ -23,18 +22,13 @@ using runtime::kMaxDevices;
 
 thread_local std::array<c10::StreamId, kMaxDevices> t_current_stream{};  // 0: default stream
 
-// NEURON_RT_ENABLE_HOST_CC, read once at the first stream creation as the
-// device reads it: unless it is exactly "1", the runtime runs one stream per
-// device and every new stream is the default stream.
-std::atomic<int> g_host_cc{-1};  // -1: not read yet
+// NEURON_RT_ENABLE_HOST_CC, read at each stream creation: unless it is
+// exactly "1", the runtime runs one stream per device and every new stream is
+// the default stream. A program that sets it after import gets distinct
+// streams from then on (creating a stream is not on the per-op path).
 bool multiStream() {
-  int v = g_host_cc.load(std::memory_order_relaxed);
-  if (C10_UNLIKELY(v < 0)) {
-    const char* env = std::getenv("NEURON_RT_ENABLE_HOST_CC");
-    v = env && std::string(env) == "1";
-    g_host_cc.store(v);
-  }
-  return v == 1;
+  const char* env = std::getenv("NEURON_RT_ENABLE_HOST_CC");
+  return env != nullptr && env[0] == '1' && env[1] == '\0';
 }
 
 runtime::StreamRef ref(const c10::Stream& s) { return {s.device_index(), s.id()}; }
@@ -168,7 +162,6 @@ C10_REGISTER_GUARD_IMPL(PrivateUse1, NeuronGuardImpl);
 int currentDeviceIndex() { return runtime::currentDevice(); }
 int64_t currentStreamId(int device) { return t_current_stream[device]; }
 
-void rereadHostCC() { g_host_cc.store(-1); }
 bool multiStreamMode() { return multiStream(); }
 
 }  // namespace neuron_sim

@@ -8,9 +8,7 @@ int currentDeviceIndex();
 int64_t currentStreamId(int device);  // the calling thread's current stream on `device` (0: default)
 
 // One stream per device unless NEURON_RT_ENABLE_HOST_CC=1, as on TorchNeuron:
-// the variable is read once, at the first stream creation; tests that switch
-// modes ask for it to be read again.
+// the variable is read at each stream creation.
 bool multiStreamMode();
-void rereadHostCC();
 
 }  // namespace neuron_sim

@@ -52,6 +52,13 @@ void reportFallback(const OpEntry& e) {
 
 void setFallbackOnlyForUnimplemented(bool on) { g_fallback_only_unimplemented = on; }
 bool fallbackOnlyForUnimplemented() { return g_fallback_only_unimplemented.load(std::memory_order_relaxed); }
+void raiseImplementationError(const std::string& op, const std::string& message) {
+  TORCH_CHECK(!fallbackOnlyForUnimplemented(), "CPU fallback disabled because "
+              "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1. Operation ", op, " failed to execute on Neuron "
+              "(last implementation: EmulatorKernel). Details: EmulatorKernel: ", message,
+              ". Unset the variable (or set it to 0) to let failing ops fall back to CPU.");
+  TORCH_CHECK(false, message);
+}
 
 void setFallbackMode(FallbackMode mode) { g_mode = mode; }
 FallbackMode fallbackMode() { return g_mode.load(std::memory_order_relaxed); }

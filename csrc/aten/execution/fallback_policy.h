@@ -29,6 +29,11 @@ void reportFallback(const OpEntry& e);
 // kernel fails raises "CPU fallback disabled ..." instead of retrying on CPU.
 void setFallbackOnlyForUnimplemented(bool on);
 bool fallbackOnlyForUnimplemented();
+// The device's implementation of `op` failed with `message`: the user sees
+// that message (a RuntimeError), wrapped in the "CPU fallback disabled ..."
+// error while the variable above is set. For kernels whose own checks fail
+// the way the device's do (device_checks.cpp, memory_formats.cpp).
+[[noreturn]] void raiseImplementationError(const std::string& op, const std::string& message);
 
 enum class FallbackMode { kWarn, kError };
 void setFallbackMode(FallbackMode mode);

@@ -118,9 +118,10 @@ struct Unboxed<Op, at::Tensor(Args...)> {
       timer.cancel();
       return std::nullopt;  // a dtype the CPU kernel lacks: the boxed path widens it (dtype_widening.h)
     } catch (const c10::Error&) {
-      if (!fallbackOnlyForUnimplemented()) throw;
+      // The boxed path words this error: the fallback-disabled one, or the device's own check (precondition).
+      if (!fallbackOnlyForUnimplemented() && e.precondition == nullptr) throw;
       timer.cancel();
-      return std::nullopt;  // the boxed path words this error
+      return std::nullopt;
     }
     out = adoptAsDevice(out, facts.device);
     // Counted once the op succeeded, as in runNative.

@@ -34,16 +34,26 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   TORCH_CHECK(dst.device().type() == kNeuron || dst.device().is_cpu(), "neuron: cannot copy from ", self.device(),
               " to ", dst.device(), "; move the tensor to the CPU first");
   CopyRouter router = g_router.load(std::memory_order_relaxed);
-  if (C10_UNLIKELY(router != nullptr) && !t_routing && self.device().type() != dst.device().type()) {
-    t_routing = true;
-    try {
-      router(self, dst);
-    } catch (...) {
+  if (C10_UNLIKELY(router != nullptr) && !t_routing) {
+    if (self.device().type() != dst.device().type()) {
+      t_routing = true;
+      try {
+        router(self, dst);
+      } catch (...) {
+        t_routing = false;
+        throw;
+      }
       t_routing = false;
-      throw;
+      return dst;
     }
-    t_routing = false;
-    return dst;
+    // A device cast to or from float64/int64 bounces through the host (the
+    // device cannot convert them): one read, the cast on the CPU, one write.
+    if (self.scalar_type() != dst.scalar_type() && (is64(self.scalar_type()) || is64(dst.scalar_type()))) {
+      at::Tensor host = at::empty(self.sizes(), self.options().device(at::kCPU));
+      copy_from(self, host, false);
+      copy_from(host.to(dst.scalar_type()), dst, false);
+      return dst;
+    }
   }
   // The real backend's cast policy sends every cast to or from float64/int64
   // through the CPU (the device cannot convert them); arena bytes are host
@@ -83,15 +93,15 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   return copy_from(self, dst, false);
 }
 
-// A C++ kernel of the device (recorded as "aten::clone"): the copy is always
-// contiguous; other memory formats are refused, as for every neuron tensor.
+// A C++ kernel of the device (recorded as "aten::clone"): a contiguous copy
+// unless channels_last / channels_last_3d is asked for, which it writes in
+// that layout; preserve_format gives a contiguous copy too.
 at::Tensor clone(const at::Tensor& self, std::optional<c10::MemoryFormat> memory_format) {
   static OpEntry& tracked = kernelEntry("aten::clone", "");
   recordKernelRun(tracked);
-  const auto mf = memory_format.value_or(c10::MemoryFormat::Preserve);
-  TORCH_CHECK(mf == c10::MemoryFormat::Preserve || mf == c10::MemoryFormat::Contiguous,
-              "Neuron tensors only support contiguous or preserve memory format");
-  at::Tensor out = at::empty(self.sizes(), self.options());
+  auto mf = memory_format.value_or(c10::MemoryFormat::Preserve);
+  if (mf == c10::MemoryFormat::Preserve) mf = c10::MemoryFormat::Contiguous;
+  at::Tensor out = at::empty(self.sizes(), self.options().memory_format(mf));
   return copy_from(self, out, false);
 }
 

@@ -3,11 +3,17 @@
 // check runs before the op's kernel, after the input-device check, and its
 // error propagates as raised, as the device's preprocessing errors do
 // (docs/semantics.md, "Differences from the CPU").
+#include <ATen/ExpandUtils.h>
+#include <ATen/WrapDimUtils.h>
 #include <ATen/ops/_log_softmax.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/_softmax.h>
 #include <torch/library.h>
 
+#include "aten/execution/fallback_policy.h"
 #include "aten/execution/op_table.h"
+#include "aten/execution/tensor_alias.h"
+#include "aten/neuron.h"
 
 namespace neuron_sim {
 namespace {
@@ -87,20 +93,114 @@ void histcOut(const c10::OperatorHandle& op, const Stack& s) {
               pyDtype(self.scalar_type()), " and hist ", pyDtype(out.scalar_type()));
 }
 
+// mm(self, mat2[, out]): the shape checks of the device's traced kernel (PyTorch's meta
+// function), in its words. A failing implementation: a RuntimeError, or the
+// fallback-disabled error under TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1.
+void mmShapes(const c10::OperatorHandle& op, const Stack& s) {
+  const at::Tensor& a = arg(op, s, 0).toTensor();
+  const at::Tensor& b = arg(op, s, 1).toTensor();
+  if (a.dim() != 2) raiseImplementationError(op.schema().name(), "a must be 2D");
+  if (b.dim() != 2) raiseImplementationError(op.schema().name(), "b must be 2D");
+  if (a.size(1) != b.size(0))
+    raiseImplementationError(op.schema().name(), c10::str("a and b must have same reduction dim, but got [",
+                                                          a.size(0), ", ", a.size(1), "] X [", b.size(0), ", ",
+                                                          b.size(1), "]."));
+}
+
+// index.Tensor(self, indices[]): an integer index out of bounds is the
+// device's RuntimeError (its index implementation fails; the CPU raises IndexError).
+void indexBounds(const c10::OperatorHandle& op, const Stack& s) {
+  const at::Tensor& self = arg(op, s, 0).toTensor();
+  const auto indices = arg(op, s, 1).toOptionalTensorList();
+  int64_t dim = 0;
+  for (const std::optional<at::Tensor> index : indices) {
+    if (!index || !index->defined()) {
+      ++dim;
+      continue;
+    }
+    if (index->scalar_type() == at::kBool || index->scalar_type() == at::kByte) {
+      dim += index->dim();  // a mask: the device runs nonzero first
+      continue;
+    }
+    if (dim >= self.dim() || index->numel() == 0) break;
+    const int64_t size = self.size(dim);
+    const at::Tensor values = index->device().type() == kNeuron ? hostAlias(*index) : *index;
+    const at::Tensor bad = values.lt(-size).logical_or(values.ge(size));
+    if (bad.any().item<bool>())
+      raiseImplementationError(op.schema().name() + ".Tensor",
+                               c10::str("index ", values.masked_select(bad)[0].item<int64_t>(),
+                                        " is out of bounds for dimension ", dim, " with size ", size));
+    ++dim;
+  }
+}
+
+// add.out(self, other, *, alpha, out): the device's kernels write contiguous
+// outputs only, so its kernel fails on a non-contiguous out= tensor, and the
+// CPU fallback that follows cannot write its result into one either.
+void addOut(const c10::OperatorHandle& op, const Stack& s) {
+  const at::Tensor& out = arg(op, s, 3).toTensor();
+  if (out.is_contiguous()) return;
+  TORCH_CHECK(!fallbackOnlyForUnimplemented(), "CPU fallback disabled because "
+              "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1. Operation aten::add.out failed to execute on "
+              "Neuron (last implementation: EmulatorKernel). Details: EmulatorKernel: Cannot process non-contiguous "
+              "tensors. Unset the variable (or set it to 0) to let failing ops fall back to CPU.");
+  TORCH_CHECK(false, "CPU fallback failed. Cannot copy result to output tensor which is not contiguous");
+}
+
 // _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias,
 //   proj_weight, proj_bias, mask?, need_weights, average_attn_weights, mask_type?)
+// In the device's order: the head split, a mask, per-head weights, then a
+// warning for a sequence length its flash kernel cannot take (the call goes
+// on); returning the weights is refused after the output is computed, which
+// for the caller is the same error.
 void nativeMultiHeadAttention(const c10::OperatorHandle& op, const Stack& s) {
+  const int64_t embed_dim = arg(op, s, 3).toInt(), num_head = arg(op, s, 4).toInt();
+  TORCH_CHECK_VALUE(num_head > 0 && embed_dim % num_head == 0, "embed_dim (", embed_dim,
+                    ") must be divisible by num_head (", num_head, ")");
   const c10::IValue& mask = arg(op, s, 9);
   TORCH_CHECK_NOT_IMPLEMENTED(mask.isNone() || !mask.toTensor().defined(),
                               "Arbitrary mask tensors not yet supported in Neuron implementation. Please use "
                               "mask_type=1 for causal masking or mask=None.");
   const bool need_weights = arg(op, s, 10).toBool(), average = arg(op, s, 11).toBool();
   TORCH_CHECK_NOT_IMPLEMENTED(!need_weights || average,
-                              "Returning per-head attention weights (average_attn_weights=False) is not yet "
-                              "supported in Neuron implementation. Please use need_weights=False.");
+                              "Returning per-head attention weights not yet supported in Neuron implementation. "
+                              "Please use average_attn_weights=True or need_weights=False.");
+  const at::Tensor& query = arg(op, s, 0).toTensor();
+  const int64_t seq_len = query.dim() > 1 ? query.size(1) : 0;
+  if (seq_len % 512 != 0)
+    TORCH_WARN("Sequence length ", seq_len, " is not a multiple of 512. Falling back to XLA/MLIR implementation "
+               "instead of flash attention for better compatibility.");
   TORCH_CHECK_NOT_IMPLEMENTED(!need_weights,
                               "Returning attention weights (need_weights=True) is not yet supported in Neuron "
                               "implementation. Please use need_weights=False.");
+}
+
+// _native_multi_head_attention without weights asked for: the device returns an
+// empty weights tensor where PyTorch's kernel returns none.
+void nativeMultiHeadAttentionKernel(const c10::OperatorHandle& op, Stack* stack) {
+  const at::Tensor query = (*stack)[stack->size() - op.schema().arguments().size()].toTensor();
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  c10::IValue& weights = stack->back();
+  if (weights.isNone() || !weights.toTensor().defined()) weights = at::empty({0}, query.options());
+}
+
+// index_copy / index_copy_ / index_copy.out (self, dim, index, source[, out]): the device
+// writes the source into the indexed slices with broadcasting, so a source that broadcasts
+// to their shape (self's, with index.numel() along dim) is accepted - a row for every index,
+// a 0-dim value for several - where the CPU kernel wants that exact shape. The source is
+// expanded to it; the CPU kernel does the rest (and words any other error).
+void indexCopyKernel(const c10::OperatorHandle& op, Stack* stack) {
+  const size_t first = stack->size() - op.schema().arguments().size();
+  const at::Tensor self = (*stack)[first].toTensor(), index = (*stack)[first + 2].toTensor();
+  c10::IValue& source = (*stack)[first + 3];
+  const at::Tensor src = source.toTensor();
+  if (self.dim() > 0 && index.dim() <= 1) {
+    const int64_t dim = c10::maybe_wrap_dim((*stack)[first + 1].toInt(), self.dim());
+    std::vector<int64_t> slices(self.sizes().begin(), self.sizes().end());
+    slices[dim] = index.numel();
+    if (!src.sizes().equals(slices) && at::is_expandable_to(src.sizes(), slices)) source = src.expand(slices);
+  }
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
 }
 
 // _softmax / _log_softmax (self, dim, half_to_float): the device computes a
@@ -127,6 +227,14 @@ const bool kRegistered = [] {
   registerPrecondition("aten::nonzero.out", &nonzeroOut);
   registerPrecondition("aten::histc.out", &histcOut);
   registerPrecondition("aten::_native_multi_head_attention", &nativeMultiHeadAttention);
+  registerPrecondition("aten::add.out", &addOut);
+  registerPrecondition("aten::mm", &mmShapes);
+  registerPrecondition("aten::mm.out", &mmShapes);
+  registerPrecondition("aten::index.Tensor", &indexBounds);
+  registerHostKernel("aten::_native_multi_head_attention", &nativeMultiHeadAttentionKernel);
+  registerHostKernel("aten::index_copy", &indexCopyKernel);
+  registerHostKernel("aten::index_copy_", &indexCopyKernel);
+  registerHostKernel("aten::index_copy.out", &indexCopyKernel);
   registerHostKernel("aten::_softmax", &softmaxKernel<false>);
   registerHostKernel("aten::_log_softmax", &softmaxKernel<true>);
   return true;

@@ -145,24 +145,22 @@ void batchNormGatherStats(const c10::OperatorHandle&, Stack* stack) {
 }
 
 // batch_norm_backward_reduce(grad_out, input, mean, invstd, weight?, input_g, weight_g, bias_g)
-//   -> (sum_dy, sum_dy_xmu, grad_weight, grad_bias); each only when asked for.
+//   -> (sum_dy, sum_dy_xmu, grad_weight, grad_bias). The device computes and
+// returns all four whatever the flags say (CUDA leaves the unasked ones undefined).
 void batchNormBackwardReduce(const c10::OperatorHandle&, Stack* stack) {
   auto a = torch::jit::last(*stack, 8);
   const at::Tensor dy0 = a[0].toTensor(), x0 = a[1].toTensor();
   const auto w = a[4].toOptional<at::Tensor>();
-  const bool input_g = a[5].toBool(), weight_g = a[6].toBool(), bias_g = a[7].toBool();
   const auto t = opmath(x0.scalar_type());
   const at::Tensor dy = dy0.to(t), x = x0.to(t);
   const auto dims = reduceDims(x);
   const at::Tensor sum_dy = dy.sum(dims);
   const at::Tensor sum_dy_xmu = (dy * (x - channel(a[2].toTensor(), x))).sum(dims);
   const auto wt = w && w->defined() ? w->scalar_type() : t;
-  at::Tensor r0, r1, r2, r3;
-  if (input_g) r0 = sum_dy, r1 = sum_dy_xmu;
-  if (weight_g) r2 = (sum_dy_xmu * a[3].toTensor()).to(wt);
-  if (bias_g) r3 = sum_dy.to(wt);
+  const at::Tensor grad_weight = (sum_dy_xmu * a[3].toTensor()).to(wt);
+  const at::Tensor grad_bias = sum_dy.to(wt, /*non_blocking=*/false, /*copy=*/true);
   torch::jit::drop(*stack, 8);
-  torch::jit::push(*stack, r0, r1, r2, r3);
+  torch::jit::push(*stack, sum_dy, sum_dy_xmu, grad_weight, grad_bias);
 }
 
 // batch_norm_backward_elemt(grad_out, input, mean, invstd, weight?, sum_dy, sum_dy_xmu, count)
