@@ -522,7 +522,7 @@ def run_suite(cfg: Config) -> Run:
 # Figures and the table
 # ---------------------------------------------------------------------------
 
-# The targets, as fractions of the ops the CPU runs.
+# The project's targets, as fractions of the ops the CPU runs.
 TARGETS = {("float32", "fwd"): 0.995, ("bfloat16", "fwd"): 0.99, ("float32", "bwd"): 0.98,
            ("bfloat16", "bwd"): 0.98}
 

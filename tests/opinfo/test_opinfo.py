@@ -11,7 +11,7 @@ long for CI's 20 minutes in total; `make test-deep`
 docs/op-coverage.md.
 
 Every run fails on any crash, on any cell worse than the committed table and
-on a difference tests/opinfo/explanations.py does not explain. The issue's
+on a difference tests/opinfo/explanations.py does not explain. The project's
 targets (opinfo_suite.TARGETS) are printed beside the run's rates, and
 docs/op-coverage.md shows whether its table meets them.
 """
