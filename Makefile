@@ -85,9 +85,9 @@ dtype-widening: setup
 # its own directory (build-sanitize/; the normal build is untouched), then the
 # tests that exercise the C++ layers run against it; docs/sanitizer.md gets
 # the run's figures and whether it fits CI (scripts/test_sanitize.py). Not in
-# `make test`: the first run (Dec 2026, 51 objects, no ccache hit possible)
-# summed ~2 h of compilation at nice 15 on the shared 2-core machine, and the
-# 184 tests took 7 min under ASan; that alone exceeds make test's 20 minutes.
+# `make test`: the sanitizer flags share no object with the normal build, so
+# every C++ file compiles again, and the tests run slower under
+# ASan (docs/sanitizer.md gives the last run's figures).
 SANITIZE_TESTS ?= tests/test_execution.py tests/test_structured_fallback.py tests/test_memory_api.py tests/test_memory_debug.py \
 	tests/test_memory_reliability.py tests/test_streams.py tests/test_dtype_policy.py tests/test_errors.py \
 	tests/test_registration.py tests/test_attention.py tests/test_random.py tests/test_pinned_memory.py \

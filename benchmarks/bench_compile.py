@@ -22,13 +22,17 @@ benchmarks/run_all.py puts these rows in docs/benchmarks.md and the README.
 
 --breakdown prints where a step's time goes instead: per phase (forward,
 loss, zero_grad, backward, optimizer step), the time inside Inductor's
-compiled graphs, and the neuron executor's own per-launch work around them.
+compiled graphs, and the neuron executor's own per-launch work around them;
+with --write-doc it also rewrites that section of docs/compile.md (between
+its breakdown markers), so the page shows figures of a run, not typed ones.
 
-Usage: python benchmarks/bench_compile.py [--repeats N] [--threads T] [--breakdown] [--model NAME]
+Usage: python benchmarks/bench_compile.py [--repeats N] [--threads T] [--breakdown [--write-doc]] [--model NAME]
 """
+import datetime
 import os
 import statistics
 import time
+from pathlib import Path
 
 import torch
 
@@ -213,21 +217,49 @@ def breakdown(name, make_model, shape, repeats, inner):
     finally:
         output_code.CompiledFxGraph.__call__, executors.Launch.__call__ = graph_call, launch_call
     cols = ("forward", "loss", "zero_grad", "backward", "opt.step", "step", "step wall", "in graphs", "launch work")
-    print(f"{name}: median us per step, CPU time except 'step wall' (load average {os.getloadavg()[0]:.1f})")
-    print(f"  {'':16s}" + "".join(f"{c:>12s}" for c in cols))
-    for k, v in per.items():
-        print(f"  {k:16s}" + "".join(f"{statistics.median(r[i] for r in v) * 1e6:12.0f}" for i in range(len(cols))))
+    med = {k: [statistics.median(r[i] for r in v) for i in range(len(cols))] for k, v in per.items()}
+    lines = [f"{name}: median us per step, CPU time except 'step wall' (load average {os.getloadavg()[0]:.1f})",
+             f"  {'':16s}" + "".join(f"{c:>12s}" for c in cols)]
+    lines += [f"  {k:16s}" + "".join(f"{m * 1e6:12.0f}" for m in ms) for k, ms in med.items()]
+    step, graphs = cols.index("step"), cols.index("in graphs")
+    lines.append("  inside the compiled graphs: " + ", ".join(
+        f"{k} {med[k][graphs] / med[k][step]:.0%} of the step" for k in ("compiled neuron", "compiled cpu")))
+    print("\n".join(lines), flush=True)
+    return lines
+
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "compile.md"
+DOC_START = "<!-- compile breakdown: start (python benchmarks/bench_compile.py --breakdown --write-doc writes this) -->"
+DOC_END = "<!-- compile breakdown: end -->"
+
+
+def write_doc(blocks: list[list[str]], threads: int) -> None:
+    """Replaces docs/compile.md's breakdown section with this run's output."""
+    text = DOC.read_text()
+    if DOC_START not in text or DOC_END not in text:
+        raise SystemExit(f"{DOC}: no breakdown markers ({DOC_START!r} ... {DOC_END!r})")
+    head, rest = text.split(DOC_START, 1)
+    body = (f"Measured {datetime.date.today().isoformat()}, {os.cpu_count()} CPUs, {threads} torch thread(s), "
+            f"the load average in each title:\n\n```\n" + "\n\n".join("\n".join(b) for b in blocks) + "\n```\n")
+    DOC.write_text(head + DOC_START + "\n" + body + DOC_END + rest.split(DOC_END, 1)[1])
+    print(f"wrote the breakdown into {DOC.name}", flush=True)
 
 
 def main():
     args = cli(9, breakdown=(bool, False, "where a step's time goes, per phase and variant"),
-               model=(str, "", "only the models whose name contains this (e.g. small, MLP, block)"))
+               model=(str, "", "only the models whose name contains this (e.g. small, MLP, block)"),
+               write_doc=(bool, False, "with --breakdown and every model: rewrite docs/compile.md's breakdown"))
     models = [m for m in MODELS if args.model in m[0]]
+    if args.write_doc and (not args.breakdown or models != list(MODELS)):
+        raise SystemExit("--write-doc needs --breakdown and every model (no --model)")
+    blocks = []
     for name, make_model, shape, inner in models:
         if args.breakdown:
-            breakdown(name, make_model, shape, args.repeats, max(1, inner // 5))
+            blocks.append(breakdown(name, make_model, shape, args.repeats, max(1, inner // 5)))
         else:
             bench(name, make_model, shape, args.repeats, inner)
+    if args.write_doc:
+        write_doc(blocks, args.threads)
 
 
 if __name__ == "__main__":

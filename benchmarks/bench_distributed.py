@@ -9,11 +9,12 @@ time ratios (best and median of interleaved batches, rank 0's clock) for:
   - all_reduce of 64 MiB (float32)
   - one DDP training step (forward, backward with gradient all-reduce, SGD) of a small MLP
   - the same step without DDP on each rank: the eager device's own share of the DDP ratio
-Aim (issue 9): <= 1.05x, the views are zero-copy.
+Aim: <= 1.05x, the views are zero-copy.
 Then, where Linux's /proc gives them, the thread switches (context switches of all of rank
 0's threads) per all_reduce of 4 KiB: they cost what a small collective costs on a loaded
-machine; the agreement exchange before each collective adds none when the ranks share a machine
-(shared memory), and three round trips to the group's store across machines.
+machine. The agreement exchange before each collective goes through shared memory when the
+ranks share a machine (three round trips to the group's store across machines); the table's
+neuron/CPU column is what neuron's side adds.
 benchmarks/run_all.py puts these figures in docs/benchmarks.md and the README.
 
 Usage: python benchmarks/bench_distributed.py [--repeats N] [--threads T]

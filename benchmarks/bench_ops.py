@@ -11,14 +11,18 @@ Rows (neuron time / CPU time, best and median of interleaved batches):
                     and page-faults a fresh one on first write; the arena
                     keeps its pages, so neuron comes out faster here.
 
-  - the MLP step again, against a CPU step whose backward is handed to a
-    worker thread: PyTorch's autograd engine runs the backward of any non-CPU
-    device (CUDA, TorchNeuron, this emulator) on a per-device worker thread and
-    the caller waits for it, while the CPU's runs on the caller's thread. That
-    handoff (two thread wake-ups per step) is the engine's, not the backend's,
-    and on this VM it costs about as much as a small step's whole backward, so
-    the step is also compared with a CPU step that makes the same handoff,
-    and the handoff's own cost is a row of its own.
+Then where the MLP step's extra time goes (a table of its own, medians):
+  the neuron step minus the CPU step, split into the autograd engine's
+  device-thread handoff and the remainder, the emulator's. PyTorch's engine
+  runs the backward of any non-CPU device (CUDA, TorchNeuron, this emulator)
+  on a per-device thread and the caller waits for it, while the CPU's runs on
+  the caller's thread: one round trip between two C++ threads per step, each
+  waking a sleeping thread through a condition variable, no GIL involved.
+  That round trip is timed on its own by the extension
+  (csrc/bindings/handoff_probe.cpp): two threads, a mutex and a condition
+  variable each way, as the engine's ready queues are built, each handoff
+  waking a thread that sleeps. It is a model of the engine's handoff, not the
+  engine itself: the remainder carries any difference between the two.
 
 --breakdown also prints the thread switches per step on each side.
 
@@ -26,16 +30,16 @@ Usage: python benchmarks/bench_ops.py [--repeats N] [--threads T] [--breakdown]
 """
 from __future__ import annotations
 
-import queue
 import resource
-import threading
+import statistics
 
 import torch
 
 import torch_neuron_sim  # noqa: F401  (registers the device)
-from timing import Row, cli, ratio
+from timing import Row, Table, batch, cli, ratio
+from torch_neuron_sim import _C
 
-GROUP = "ops"
+GROUP, STEP_GROUP = "ops", "ops-step"
 
 
 def mlp_step(device: str):
@@ -52,29 +56,28 @@ def mlp_step(device: str):
     return step
 
 
-def mlp_step_backward_on_worker():
-    """The CPU step with its backward handed to a worker thread and awaited,
-    one round trip per step as the autograd engine makes for a device (here
-    through Python queues, so the GIL changes hands too)."""
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 128),
-                                torch.nn.ReLU(), torch.nn.Linear(128, 10))
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    x, y = torch.randn(32, 64), torch.randint(0, 10, (32,))
-    todo, done = queue.SimpleQueue(), queue.SimpleQueue()
+def handoff_seconds(repeats: int, round_trips: int = 200) -> float:
+    """The engine's device-thread round trip, median of `repeats` batches."""
+    return statistics.median(_C._autograd_handoff_round_trip(round_trips) for _ in range(repeats))
 
-    def worker():
-        while True:
-            todo.get().backward()
-            done.put(None)
-    threading.Thread(target=worker, daemon=True).start()
 
-    def step():
-        opt.zero_grad(set_to_none=True)
-        todo.put(torch.nn.functional.cross_entropy(model(x), y))
-        done.get()
-        opt.step()
-    return step
+def step_breakdown(neuron_step, cpu_step, repeats: int) -> Table:
+    """Where the neuron step's extra time over the CPU step goes: the engine's
+    handoff (measured alone) and the remainder, which is the emulator's."""
+    neuron_step(), cpu_step()
+    n, c = [], []
+    for _ in range(repeats):
+        n.append(batch(neuron_step, 50))
+        c.append(batch(cpu_step, 50))
+    neuron, cpu = statistics.median(n), statistics.median(c)
+    handoff = handoff_seconds(repeats)
+    extra = neuron - cpu
+    table = Table(STEP_GROUP, ["MLP step (medians)", "neuron step", "CPU step", "neuron - CPU",
+                               "autograd handoff (round trip)", "remainder: the emulator"])
+    table.add("64-128-128-10, batch 32", f"{neuron * 1e6:,.1f} µs", f"{cpu * 1e6:,.1f} µs", f"{extra * 1e6:,.1f} µs",
+              f"{handoff * 1e6:,.1f} µs ({handoff / extra:.0%})" if extra > 0 else f"{handoff * 1e6:,.1f} µs",
+              f"{(extra - handoff) * 1e6:,.1f} µs ({(extra - handoff) / cpu:.0%} of the CPU step)")
+    return table
 
 
 def switches_per_call(fn, calls: int = 200) -> float:
@@ -87,24 +90,20 @@ def switches_per_call(fn, calls: int = 200) -> float:
 
 
 def breakdown() -> None:
-    neuron, cpu, worker = mlp_step("neuron"), mlp_step("cpu"), mlp_step_backward_on_worker()
-    print(f"thread switches per MLP step: neuron {switches_per_call(neuron):.2f}, CPU {switches_per_call(cpu):.2f}, "
-          f"CPU with backward on a worker {switches_per_call(worker):.2f}")
+    neuron, cpu = mlp_step("neuron"), mlp_step("cpu")
+    print(f"thread switches per MLP step: neuron {switches_per_call(neuron):.2f}, CPU {switches_per_call(cpu):.2f}")
 
 
-def run(repeats: int = 21) -> list[Row]:
+def run(repeats: int = 21) -> list[Row | Table]:
     rows = []
     a, b = torch.randn(1024), torch.randn(1024)
     na, nb = a.to("neuron"), b.to("neuron")
     rows.append(ratio(GROUP, "add, 1,024 floats (per-op overhead)", lambda: na + nb, lambda: a + b,
                       1000, repeats * 2, 1.3))
-    neuron_step, cpu_step, worker_step = mlp_step("neuron"), mlp_step("cpu"), mlp_step_backward_on_worker()
+    neuron_step, cpu_step = mlp_step("neuron"), mlp_step("cpu")
     rows.append(ratio(GROUP, "MLP training step (64-128-128-10, batch 32)", neuron_step, cpu_step,
                       50, repeats, 1.15))
-    rows.append(ratio(GROUP, "MLP step vs CPU step, backward on a worker", neuron_step,
-                      worker_step, 50, repeats, 1.15))
-    rows.append(ratio(GROUP, "autograd handoff: CPU, backward on worker / CPU", worker_step,
-                      cpu_step, 50, repeats, None))
+    rows.append(step_breakdown(neuron_step, cpu_step, repeats))
 
     a, b = torch.randn(16 << 20), torch.randn(16 << 20)
     na, nb = a.to("neuron"), b.to("neuron")

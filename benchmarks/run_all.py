@@ -38,6 +38,9 @@ START, END = "<!-- benchmarks: start (benchmarks/run_all.py writes this) -->", "
 
 TITLES = {
     "ops": "Ops and copies (`benchmarks/bench_ops.py`)",
+    "ops-step": "Where the MLP step's extra time goes (`benchmarks/bench_ops.py`; medians of the same batches: "
+                "the neuron step minus the CPU step, of which the autograd engine's device-thread round trip, timed "
+                "alone in C++ as the engine makes it, and the remainder, the emulator's)",
     "memory": "Allocation churn (`benchmarks/bench_memory.py`)",
     "report": "Cost of an active migration report (`benchmarks/bench_report.py`; ratio: report on / off)",
     "report-page": "The migration report page in headless Chromium (`benchmarks/bench_report_page.py`; the "
@@ -56,9 +59,9 @@ TITLES = {
     "distributed": "Collectives, 2 ranks spawned (`benchmarks/bench_distributed.py`; CPU: CPU tensors on gloo in "
                    "the same process group; rank 0's clock)",
     "distributed-switches": "Thread switches (context switches of all of rank 0's threads) per collective "
-                            "(`benchmarks/bench_distributed.py`): on this machine a small collective costs its "
-                            "thread switches; neuron's agreement exchange before each collective goes through "
-                            "shared memory when the ranks share a machine, and adds none",
+                            "(`benchmarks/bench_distributed.py`): a small collective costs its thread switches; "
+                            "neuron's agreement exchange before each collective goes through shared memory when the "
+                            "ranks share a machine, and the neuron/CPU column is what neuron's side adds",
     "nki": "NKI kernels on the simulator against PyTorch on the CPU (`benchmarks/bench_nki.py`; neuron: the kernel "
            "on `neuron` tensors through wrap_nki, checks and cost model included)",
     "nki-overhead": "The NKI simulator's cost per instruction (`benchmarks/bench_nki.py`)",
@@ -103,11 +106,12 @@ def tables(rows: list[Row | Table]) -> str:
             out.append("")
             continue
         a, b, ab = COLUMNS.get(group, ("neuron", "CPU", "neuron/CPU"))
-        out += [f"| benchmark | {a} | {b} | {ab} (best) | median | aim |", "|---|---:|---:|---:|---:|---|"]
+        out += [f"| benchmark | {a} (best) | {b} (best) | {ab} (median) | best | aim (on the median) |",
+                "|---|---:|---:|---:|---:|---|"]
         for r in mine:
             aim = "—" if r.aim is None else f"≤ {r.aim:.2f}× ({r.verdict})"
             out.append(f"| {r.name} | {r.neuron_s * 1e6:,.1f} µs | {r.cpu_s * 1e6:,.1f} µs | "
-                       f"{r.ratio:.2f}× | {r.median:.2f}× | {aim} |")
+                       f"{r.median:.2f}× | {r.ratio:.2f}× | {aim} |")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 
@@ -149,8 +153,10 @@ def main() -> None:
         "# Benchmarks\n\n"
         "Written by `benchmarks/run_all.py` (`make bench`); do not edit by hand. Each row runs the same\n"
         "work on `neuron` and on the CPU in one process, alternating batches so that load from other\n"
-        "processes hits both sides alike; *best* is the ratio of the least disturbed batches, *median*\n"
-        "the ratio of medians. *Steady state* rows preallocate outputs on both sides (the cost of the\n"
+        "processes hits both sides alike; the time columns give each side's least disturbed batch,\n"
+        "*median* is the ratio of the two sides' median batches and *best* the ratio of their best\n"
+        "batches. A verdict against an aim reads the median: a row that meets its aim only on its\n"
+        "best batch shows as missed. *Steady state* rows preallocate outputs on both sides (the cost of the\n"
         "op); *first touch* rows make a fresh output per call, where the CPU allocator page-faults new\n"
         "memory that the arena already holds. Where a table's columns name other sides (report on and\n"
         "off, profiled and not), its ratio is theirs; tables without a ratio (the report page's size and\n"

@@ -25,14 +25,24 @@ class Net(nn.Module):
         return self.fc2(F.relu(self.fc1(self.norm(x))))
 
 
-def train(model, device, steps=20):
+def batches(steps, batch=32):
+    """A task a model can learn in a few steps: each of the 10 classes is a
+    fixed random 28x28 pattern, and an image is its class's pattern under
+    noise as strong as the pattern itself. The same seed on every call, so
+    the CPU and the neuron run see the same batches."""
     g = torch.Generator().manual_seed(0)
+    patterns = torch.randn(10, 1, 28, 28, generator=g)
+    for _ in range(steps):
+        y = torch.randint(0, 10, (batch,), generator=g)
+        yield patterns[y] + torch.randn(batch, 1, 28, 28, generator=g), y
+
+
+def train(model, device, steps=20):
     model = model.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     losses = []
-    for _ in range(steps):
-        x = torch.randn(32, 1, 28, 28, generator=g).to(device)
-        y = torch.randint(0, 10, (32,), generator=g).to(device)
+    for x, y in batches(steps):
+        x, y = x.to(device), y.to(device)
         loss = F.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
@@ -50,6 +60,8 @@ def main():
 
     print(f"Trained a small CNN for {len(losses)} steps on {next(trained.parameters()).device} "
           f"({torch.neuron.device_count()} simulated {torch.neuron.get_device_properties(0).name} devices).")
+    print("  loss by step: " + " ".join(f"{i + 1}:{loss:.3f}" for i, loss in enumerate(losses) if i % 4 == 0 or
+                                        i == len(losses) - 1))
     print(f"  loss: first {losses[0]:.4f}, last {losses[-1]:.4f}; "
           f"largest difference from the CPU run: {max(abs(a - b) for a, b in zip(losses, cpu_losses)):.2e}")
     counts = torch_neuron_sim.get_op_counts()

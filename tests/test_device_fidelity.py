@@ -438,14 +438,22 @@ def test_fallback_only_for_unimplemented_ops_uses_the_devices_message():
 
 
 # ---- 8. torch_neuronx internals its test helpers call ----------------------------------------
-def test_internals_used_by_the_devices_test_helpers():
+def test_internals_used_by_the_devices_test_helpers(plain_arena):
     g = torch_neuronx._C._get_default_generator(0)
     assert isinstance(g, torch.Generator) and g.device == torch.device("neuron:0")
     assert torch_neuronx._C._get_default_generator(1).device == torch.device("neuron:1")
     stats = torch_neuronx._C._get_compilation_cache_stats()
     assert {"total_entries", "cache_hits", "cache_misses", "hit_rate"} <= set(stats)
-    assert isinstance(torch_neuronx._C.NeuronCachingAllocator.getCachedBlocks(), int)
-    torch_neuronx._C.NeuronCachingAllocator.emptyCache()
+    # The allocator keeps no freed block (it returns to the arena at once): no cached
+    # blocks to count, and what was reserved for a tensor is released with it.
+    allocator = torch_neuronx._C.NeuronCachingAllocator
+    reserved = torch.neuron.memory_reserved(0)
+    x = torch.empty(1 << 20, device="neuron:0")
+    assert torch.neuron.memory_reserved(0) == reserved + (4 << 20)
+    del x
+    assert torch.neuron.memory_reserved(0) == reserved and allocator.getCachedBlocks() == 0
+    allocator.emptyCache()
+    assert torch.neuron.memory_reserved(0) == reserved
 
 
 def test_host_bounces_go_through_the_nrt_copy_entry_points():

@@ -3,6 +3,7 @@ torch_neuronx.NeuronProfiler over the simulated timeline (docs/profiling.md)."""
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -10,6 +11,7 @@ import torch
 import torch_neuron_sim
 from torch_neuron_sim import profiler
 from torch_neuron_sim.torch_neuronx import NeuronProfiler, NRTProfilerError
+from conftest import run_python
 
 
 pytestmark = pytest.mark.usefixtures("quiet_fallbacks")  # conftest.py
@@ -39,8 +41,14 @@ def test_estimate_of_a_training_step():
     assert sum(r.seconds for r in est.ops) == pytest.approx(est.total_seconds)
     assert est.breakdown["launch"] > 0 and est.breakdown["memory"] > 0
     assert est.breakdown["compile"] == 0 and est.compile_seconds > 0  # the warm-up step compiled
-    text = str(est)
-    assert text.startswith("ESTIMATE (cost model, not a measurement)") and "aten::linear" in text
+    lines = str(est).splitlines()
+    assert lines[0] == ("ESTIMATE (cost model, not a measurement): one step on trn2 at LNC=2, "
+                        "one logical NeuronCore per device")
+    assert lines[1].startswith(f"total {est.total_seconds * 1e3:.3f} ms per step (busiest stream)")
+    # one row per op, most expensive first, with its calls and modelled microseconds
+    rows = [line.split() for line in lines[5:] if not line.startswith("... ")]
+    assert [(r[0], int(r[1]), float(r[2])) for r in rows] == [
+        (o.name[:44], o.count, round(o.seconds * 1e6, 1)) for o in est.ops[:20]]
     assert json.loads(json.dumps(est.to_dict()))["estimate"] is True
     # The model in force outside is untouched.
     assert profiler.cost_model()["profile"] == torch_neuron_sim._C._machine()["profile"]
@@ -83,8 +91,43 @@ def test_model_timing_for_event_elapsed_time():
         profiler._C._prof_set_model_clock(False)
     assert ms == pytest.approx(sum(e["seconds"] for e in t.events) * 1e3, rel=1e-6)
     start.record()
+    time.sleep(0.05)  # host time: no device work at all
     end.record()
-    assert start.elapsed_time(end) >= 0  # back to wall time
+    end.synchronize()
+    assert start.elapsed_time(end) >= 50  # back to wall time, where the host's sleep counts
+
+
+TIMING_PROBE = """
+    import time, torch, torch_neuron_sim
+    from torch_neuron_sim import profiler
+    a = torch.randn(1024, 1024).to("neuron")
+    a + a  # compiled once here: the timed add is modelled without a compile
+    start, end = torch.neuron.Event(enable_timing=True), torch.neuron.Event(enable_timing=True)
+    start.record()
+    with profiler.timeline() as t:
+        a + a
+    time.sleep(0.2)
+    end.record()
+    end.synchronize()
+    print(start.elapsed_time(end), sum(e["seconds"] for e in t.events) * 1e3)
+"""
+
+
+def test_the_timing_variable_picks_the_clock_of_event_elapsed_time():
+    """NEURON_SIM_TIMING=model: Event.elapsed_time is the modelled device time
+    of the work between the events (the host's sleep adds nothing); =wall
+    (the default): the host's time, sleep included; anything else: a clear
+    error at import."""
+    r = run_python(TIMING_PROBE, env={"NEURON_SIM_TIMING": "model"})
+    assert r.returncode == 0, r.stderr
+    elapsed, modelled = map(float, r.stdout.split())
+    assert modelled > 0 and elapsed == pytest.approx(modelled, abs=1e-3)  # ms, kept to the microsecond
+    r = run_python(TIMING_PROBE, env={"NEURON_SIM_TIMING": "wall"})
+    assert r.returncode == 0, r.stderr
+    elapsed, modelled = map(float, r.stdout.split())
+    assert elapsed >= 200 > modelled
+    r = run_python("import torch, torch_neuron_sim", env={"NEURON_SIM_TIMING": "fast"})
+    assert r.returncode != 0 and "NEURON_SIM_TIMING='fast': use 'wall' (the default) or 'model'" in r.stderr
 
 
 def test_report_timeline_writes_a_trace(tmp_path):

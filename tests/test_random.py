@@ -13,7 +13,7 @@ from conftest import run_python
 N = torch.neuron
 D = "neuron"
 
-# Every random op the issue names, as a function of nothing but the generator state.
+# The common random ops (docs/random.md), as a function of nothing but the generator state.
 RANDOM_OPS = {
     "rand": lambda: torch.rand(64, device=D),
     "randn": lambda: torch.randn(64, device=D),

@@ -43,8 +43,48 @@ def test_accelerator_api():
     assert acc.memory_allocated(0) == before
     acc.reset_peak_memory_stats(0)
     assert acc.max_memory_allocated(0) == before
-    acc.synchronize()
-    acc.empty_cache()
+
+
+def test_accelerator_synchronize_reaches_the_device(nrt_streams):
+    """torch.accelerator.synchronize() is the device's synchronize: after it,
+    a tensor written on one stream may be read on another (the stream-order
+    checker reports that read without it, tests/test_stream_check.py), and
+    a device that does not exist is an error naming the valid ones."""
+    from torch_neuron_sim.stream_check import StreamOrderError, check_stream_order
+
+    n = torch.neuron
+    a, b = n.Stream(), n.Stream()
+    try:
+        with check_stream_order():
+            with n.stream(a):
+                x = torch.ones(64, device="neuron") * 2
+            with pytest.raises(StreamOrderError):
+                with n.stream(b):
+                    x + 1
+            torch.accelerator.synchronize()
+            with n.stream(b):
+                y = x + 1
+            n.current_stream().wait_stream(b)
+        assert torch.equal(y.cpu(), torch.full((64,), 3.0))
+    finally:
+        n.set_stream(n.default_stream())
+    with pytest.raises(RuntimeError, match="Device index 9 is out of range. Valid range is 0 to 3"):
+        torch.accelerator.synchronize(9)  # (the device is initialised: torch skips devices that are not)
+
+
+def test_accelerator_empty_cache_gives_free_pages_back(plain_arena):
+    """torch.accelerator.empty_cache() reaches the device allocator: the pages
+    a freed tensor had touched go back to the host (RSS falls by them)."""
+    def rss():
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS"))
+    mib = 1 << 20
+    x = torch.empty(64 * mib, dtype=torch.uint8, device="neuron")
+    x.fill_(1)
+    del x
+    touched = rss()
+    torch.accelerator.empty_cache()
+    assert touched - rss() >= 48 * mib
 
 
 def test_torch_neuron_mirrors_accelerator_memory():

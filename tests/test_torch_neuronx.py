@@ -79,20 +79,64 @@ def test_default_fallback_and_log():
     assert "Operator 'aten::cumprod' fell back to CPU" in r.stderr
 
 
+def test_log_file_gets_the_log(tmp_path):
+    """TORCH_NEURONX_LOG_FILE: the log is also appended to that file, in the
+    real backend's format; what the file held stays."""
+    log = tmp_path / "neuron.log"
+    log.write_text("an earlier line\n")
+    r = run_python(ENV_PROBE, env={"TORCH_NEURONX_LOG_FILE": str(log), "TORCH_NEURONX_LOG_LEVEL": "1"})
+    assert r.returncode == 0, r.stderr
+    lines = log.read_text().splitlines()
+    assert lines[0] == "an earlier line"
+    assert any(line.startswith("[Neuron] [WARNING] ") and "Operator 'aten::cumprod' fell back to CPU" in line
+               for line in lines[1:]), lines
+    assert "Operator 'aten::cumprod' fell back to CPU" in r.stderr  # the file is in addition to stderr
+
+
 def test_module_functions_match_the_real_names():
+    """torch_neuronx's functions under their real names: the device, memory and
+    stream ones are torch.neuron's (tested by what they return in their own
+    files); the others are checked here by what they do."""
     from torch_neuron_sim import torch_neuronx
     for name in ("device_count", "current_device", "set_device", "get_device_properties", "empty_cache",
-                 "get_fallback_ops", "get_executed_ops", "clear_op_tracking", "synchronize", "current_stream",
-                 "default_stream", "set_stream", "stream", "device", "Stream", "Event", "memory_stats",
-                 "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
-                 "reset_peak_memory_stats", "reset_accumulated_memory_stats", "memory_summary",
-                 "get_dynamo_metrics", "reset_dynamo_metrics", "nki_op", "wrap_nki", "NeuronProfiler",
-                 "is_neuron_runtime_initialized", "_lazy_init"):
-        assert callable(getattr(torch_neuronx, name)), name
-    for name in ("is_enabled", "set_enabled", "get_counter_names", "get_counter_value", "get_metric_names",
-                 "get_metric_data", "report", "report_filtered", "clear_counters", "clear_metrics", "clear_all",
-                 "get_compilation_metrics"):
-        assert callable(getattr(torch_neuronx.metrics, name)), name
+                 "synchronize", "current_stream", "default_stream", "set_stream", "stream", "device", "Stream",
+                 "Event", "memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved",
+                 "max_memory_reserved", "reset_peak_memory_stats", "reset_accumulated_memory_stats",
+                 "memory_summary", "get_dynamo_metrics", "reset_dynamo_metrics"):
+        assert getattr(torch_neuronx, name) is getattr(torch.neuron, name), name
+    torch_neuronx.clear_op_tracking()
+    x = torch.ones(3, device="neuron")
+    torch.cumprod(x + x, 0)
+    assert torch_neuronx.get_fallback_ops() == ["aten::cumprod"]
+    assert "aten::add.Tensor" in torch_neuronx.get_executed_ops()
+    torch_neuronx.clear_op_tracking()
+    assert torch_neuronx.get_fallback_ops() == [] and torch_neuronx.get_executed_ops() == []
+    assert torch_neuronx.is_neuron_runtime_initialized()  # the device was used above
+    torch_neuronx._lazy_init()  # in the process that initialised it: nothing to refuse
+    assert torch_neuronx.NeuronProfiler().is_active() is False
+
+    m = torch_neuronx.metrics
+    was = m.is_enabled()
+    try:
+        m.set_enabled(False)
+        assert m.is_enabled() is False
+        m.set_enabled(True)
+        assert m.is_enabled() is True
+        m.clear_all()
+        assert m.get_counter_names() == [] and m.report() == "=== Neuron Metrics Report ===\n"
+        torch.randn(3, 41).to("neuron").exp()  # new op signatures: the device compiles them
+        total = m.get_counter_value("CompilationCache.TotalCompilations")
+        assert total >= 1 and "CompilationCache.TotalCompilations" in m.get_counter_names()
+        assert m.report_filtered(["CompilationCache.TotalCompilations"], []) == (
+            f"=== Neuron Metrics Report ===\nCounter: CompilationCache.TotalCompilations\n  Value: {total}\n")
+        assert f"Counter: CompilationCache.TotalCompilations\n  Value: {total}\n" in m.report()
+        assert m.get_compilation_metrics()["CompilationCache.TotalCompilations"] == total
+        m.clear_counters()
+        assert m.get_counter_value("CompilationCache.TotalCompilations") is None
+        m.clear_metrics()
+        assert m.get_metric_names() == []
+    finally:
+        m.set_enabled(was)
     assert set(torch_neuronx._C._get_compilation_cache_stats()) == {"total_entries", "cache_hits", "cache_misses",
                                                              "hit_rate"}
     torch.neuron.reset_dynamo_metrics()  # (earlier tests in this process may have compiled graphs)

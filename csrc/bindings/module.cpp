@@ -6,6 +6,12 @@
 #include "aten/memory/allocator.h"
 #include "bindings/bindings.h"
 
+namespace neuron_sim::bindings {
+// Not a concept of the device: a measuring aid for benchmarks/bench_ops.py
+// (handoff_probe.cpp), so it is declared here, where it is registered.
+void registerHandoffProbe(py::module_& m);
+}  // namespace neuron_sim::bindings
+
 PYBIND11_MODULE(_C, m) {
   using namespace neuron_sim;
   m.doc() = "torch_neuron_sim C++ core: the simulated Trainium device behind PyTorch's PrivateUse1 key";
@@ -17,4 +23,5 @@ PYBIND11_MODULE(_C, m) {
   bindings::registerExecutionBindings(m);
   bindings::registerProfilerBindings(m);
   bindings::registerDistributedBindings(m);  // the c10d backend (csrc/distributed)
+  bindings::registerHandoffProbe(m);
 }

@@ -40,6 +40,9 @@ def test_every_collective_matches_cpu_reference():
     results = run_ranks("collectives", 3, deadline=240)
     for rank, r in enumerate(results):
         assert r["bad"] == [], f"rank {rank}: " + "\n".join(r["bad"])
+        # every dtype the device has, the float8 and complex ones included, went through every collective
+        assert {"torch.float8_e5m2", "torch.float8_e4m3fn", "torch.complex64", "torch.complex128", "torch.float64",
+                "torch.bfloat16", "torch.bool"} <= set(r["dtypes"])
         assert r["backend"] == "neuron" and r["name"] == "neuron"
         for op in ("c10d::allreduce_", "c10d::_allgather_base_", "c10d::_reduce_scatter_base_",
                    "c10d::alltoall_base_", "c10d::broadcast_", "c10d::barrier"):

@@ -10,7 +10,8 @@ import torch
 import torch.distributed as dist
 
 DTYPES_REDUCE = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16, torch.int32,
-                 torch.int64, torch.uint8, torch.bool, torch.float8_e5m2, torch.complex64]
+                 torch.int64, torch.uint8, torch.bool, torch.float8_e5m2, torch.float8_e4m3fn, torch.complex64,
+                 torch.complex128]
 DTYPES_MOVE = DTYPES_REDUCE
 
 R = dist.ReduceOp
@@ -292,7 +293,7 @@ def collectives(rank: int, ws: int) -> dict:
     dist.all_reduce(t)
     check("all_reduce 1 MiB", t, reference(R.SUM, xs, ws))
 
-    return {"bad": bad, "executed": torch_neuron_sim.get_executed_ops(),
+    return {"bad": bad, "dtypes": [str(d) for d in DTYPES_REDUCE], "executed": torch_neuron_sim.get_executed_ops(),
             "counts": torch_neuron_sim.distributed.collective_counts(),
             "backend": dist.get_backend(), "name": pg._get_backend(dev).name()}
 

@@ -5,7 +5,10 @@ is installed, through the `pytest11` entry point).
 - marker `no_fallback`: the test fails if any op fell back to CPU in it;
 - `--neuron-report`: a summary of the ops that fell back, at the end;
 - `--neuron-strict`: every fallback is an error (NEURON_SIM_FALLBACK=error
-  for the session, and any test in which an op fell back fails).
+  for the session, and any test in which an op fell back fails);
+- hypothesis without its per-example deadline (the profile `neuron`,
+  hypothesis_profile.py), unless the command line or a conftest chose a
+  profile: a `@given` test's first example pays the device's one-time set-up.
 
 Loading the plugin imports torch_neuron_sim (its parent package); the hooks
 read op tracking only in tests that use one of the features above.
@@ -27,7 +30,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="make every CPU fallback on neuron an error")
 
 
+@pytest.hookimpl(trylast=True)  # after hypothesis's own plugin has loaded a --hypothesis-profile
 def pytest_configure(config: pytest.Config) -> None:
+    from torch_neuron_sim.testing.hypothesis_profile import load_unless_chosen
+    load_unless_chosen(config.getoption("hypothesis_profile", default=None))
     config.addinivalue_line("markers", "no_fallback: fail the test if any op falls back to CPU on neuron")
     config.stash[_REPORT] = {"ops": defaultdict(int), "tests": defaultdict(list)}
     if config.getoption("--neuron-strict", default=False):

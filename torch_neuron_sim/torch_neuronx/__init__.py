@@ -321,7 +321,11 @@ def _configure() -> None:
         log.setLevel(_LOG_LEVELS[level])
     path = os.environ.get("TORCH_NEURONX_LOG_FILE", "").strip()
     if path:
-        handler = logging.FileHandler(path)
+        if not log.handlers and not logging.getLogger().handlers:
+            # Python prints to stderr only while no handler exists anywhere: keep that
+            # output (the file is in addition to it), as it was without the file.
+            log.addHandler(logging.StreamHandler())
+        handler = logging.FileHandler(path)  # appends
         handler.setFormatter(logging.Formatter("[Neuron] [%(levelname)s] %(message)s"))
         log.addHandler(handler)
     only = os.environ.get("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS", "0").strip().lower()
