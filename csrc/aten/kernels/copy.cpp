@@ -48,7 +48,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
     }
     // A device cast to or from float64/int64 bounces through the host (the
     // device cannot convert them): one read, the cast on the CPU, one write.
-    if (self.scalar_type() != dst.scalar_type() && (is64(self.scalar_type()) || is64(dst.scalar_type()))) {
+    if (self.scalar_type() != dst.scalar_type() && (isWide(self.scalar_type()) || isWide(dst.scalar_type()))) {
       at::Tensor host = at::empty(self.sizes(), self.options().device(at::kCPU));
       copy_from(self, host, false);
       copy_from(host.to(dst.scalar_type()), dst, false);
