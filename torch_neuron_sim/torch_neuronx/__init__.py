@@ -340,11 +340,10 @@ def install_torch_neuronx_alias() -> None:
     shadows a real torch_neuronx installation."""
     from . import utils as torch_neuronx_utils
 
-    from . import neuron as neuron_module
-
+    # `from torch_neuronx import neuron` finds torch.neuron: this package's
+    # neuron module, imported (and so set on the package) when the device registered.
     this = sys.modules[__name__]
     this.utils = torch_neuronx_utils
-    this.neuron = neuron_module  # torch.neuron: `from torch_neuronx import neuron`
     sys.modules["torch_neuronx"] = this
     sys.modules["torch_neuronx.metrics"] = metrics
     sys.modules["torch_neuronx.memory"] = memory
