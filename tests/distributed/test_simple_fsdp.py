@@ -18,6 +18,7 @@ def test_simple_fsdp_compiled_trains_like_cpu():
         assert r["graphs_with_collectives"] >= 2, r
         assert r["metrics_with_collectives"] == r["graphs_with_collectives"], r
         # the collectives of the compiled graphs ran on the neuron backend
-        assert r["counts"]["c10d::_allgather_base_"]["calls"] >= 5, r["counts"]
-        assert r["counts"]["c10d::_reduce_scatter_base_"]["calls"] >= 5, r["counts"]
+        calls = {op: c["calls"] for op, c in r["counts"].items()}
+        assert sum(n for op, n in calls.items() if "allgather" in op) >= 5, calls
+        assert sum(n for op, n in calls.items() if "reduce_scatter" in op) >= 5, calls
         assert r["shard"] == ("DTensor", (8, 8), f"neuron:{rank}"), r["shard"]
