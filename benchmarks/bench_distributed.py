@@ -9,6 +9,9 @@ time ratios (best and median of interleaved batches, rank 0's clock) for:
   - all_reduce of 64 MiB (float32)
   - one DDP training step (forward, backward with gradient all-reduce, SGD) of a small MLP
   - the same step without DDP on each rank: the eager device's own share of the DDP ratio
+  - send/recv of 64 MiB from rank 0 to rank 1 (aim <= 1.05x)
+  - one GPipe step (4 microbatches) of a small MLP split in two stages, one per rank, against
+    the same schedule on CPU tensors over gloo (aim <= 1.10x)
 Aim: <= 1.05x, the views are zero-copy.
 Then, where Linux's /proc gives them, the thread switches (context switches of all of rank
 0's threads) per all_reduce of 4 KiB: they cost what a small collective costs on a loaded
@@ -91,6 +94,29 @@ def mlp():
                                torch.nn.ReLU(), torch.nn.Linear(512, 10))
 
 
+def p2p(t, peer, rank):
+    return (lambda: dist.send(t, peer)) if rank == 0 else (lambda: dist.recv(t, peer))
+
+
+def gpipe_step(rank, dev):
+    """One training step of mlp() split after its second Linear, on `dev` (rank r's
+    stage on neuron:r, or on the CPU, whose send/recv go to gloo)."""
+    from torch.distributed.pipelining import ScheduleGPipe, SplitPoint, pipeline
+
+    x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
+    pipe = pipeline(mlp(), mb_args=(x[:16],), split_spec={"3": SplitPoint.BEGINNING})
+    stage = pipe.build_stage(rank, dev)
+    sched = ScheduleGPipe(stage, n_microbatches=4, loss_fn=torch.nn.functional.cross_entropy)
+    opt = torch.optim.SGD(stage.submod.parameters(), lr=0.01)
+    x, y = x.to(dev), y.to(dev)
+
+    def run():
+        opt.zero_grad()
+        sched.step(x) if rank == 0 else sched.step(target=y)
+        opt.step()
+    return run
+
+
 def worker(rank, world, port, repeats, threads, out):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -124,6 +150,11 @@ def worker(rank, world, port, repeats, threads, out):
     # on this step with no collective at all, for the DDP row to be read against.
     rows.append(compare(rank, "same step without DDP (no collective)", step("neuron alone", xn, yn),
                         step("cpu alone", x, y), 5, repeats, None))
+    # point-to-point: rank 0 sends, rank 1 receives
+    peer = 1 - rank
+    rows.append(compare(rank, "send/recv 64 MiB", p2p(neu, peer, rank), p2p(cpu, peer, rank), 2, repeats, 1.05))
+    rows.append(compare(rank, "GPipe step, MLP 256-512-512-10, 2 stages", gpipe_step(rank, dev),
+                        gpipe_step(rank, torch.device("cpu")), 5, repeats, 1.10))
     per = switches_per_call(rank, dev) if os.path.isdir("/proc/self/task") else None
     dist.destroy_process_group()
     if rank == 0:

@@ -22,7 +22,8 @@ int64_t hashString(const std::string& s) {
   return static_cast<int64_t>(c10::hash<std::string>()(s) & 0x7fffffffffffffffULL);
 }
 
-// torch's spelling ("float32"), which users read, rather than c10's ("Float").
+}  // namespace
+
 std::string dtypeName(c10::ScalarType t) {
   switch (t) {
     case c10::kFloat: return "float32";
@@ -42,6 +43,8 @@ std::string dtypeName(c10::ScalarType t) {
     default: return c10::toString(t);
   }
 }
+
+namespace {
 
 std::string describeList(const std::vector<at::Tensor>& ts) {
   std::ostringstream os;

@@ -30,6 +30,9 @@ std::vector<int64_t> encodeSignature(const Signature& sig);
 // Returns "" when they agree, else the error message every rank raises.
 std::string compareSignatures(const Signature& mine, const int64_t* all, int world_size, int rank);
 
+// torch's spelling of a dtype ("float32"), which users read, rather than c10's ("Float").
+std::string dtypeName(c10::ScalarType t);
+
 // "float32[4, 3]"
 std::string describeTensor(const at::Tensor& t);
 

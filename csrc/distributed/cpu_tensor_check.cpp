@@ -41,7 +41,8 @@ TORCH_LIBRARY_IMPL(c10d, AutogradCPU, m) {
   for (const char* name : {"allreduce_", "allreduce_coalesced_", "allgather_", "_allgather_base_",
                            "allgather_coalesced_", "allgather_into_tensor_coalesced_", "broadcast_", "reduce_",
                            "reduce_scatter_", "_reduce_scatter_base_", "reduce_scatter_tensor_coalesced_",
-                           "alltoall_", "alltoall_base_", "gather_", "scatter_"})
+                           "alltoall_", "alltoall_base_", "gather_", "scatter_", "send", "recv_",
+                           "recv_any_source_"})
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&checkCpuCollective>());
 }
 

@@ -4,11 +4,17 @@
 // runs on gloo, an existing engine, over host views of the device tensors:
 // arena memory is host memory, so gloo reads and writes the device bytes in
 // place (no copy). What gloo lacks is composed around it (AVG, PREMUL_SUM,
-// reduce-scatter, dtypes it does not know); what the real backend lacks
-// (point-to-point, monitored_barrier) raises an error that says so.
-// Before each collective the ranks compare what they are about to do
-// (collective_check.h), through the group's store (store_exchange.h), so
-// mismatches are errors, never an abort or a hang.
+// reduce-scatter, dtypes it does not know); monitored_barrier, which the
+// real backend lacks, raises an error that says so. Before each collective
+// the ranks compare what they are about to do (collective_check.h), through
+// shared memory or the group's store (store_exchange.h), so mismatches are
+// errors, never an abort or a hang. Point-to-point runs on gloo's send/recv
+// with a header that carries the sizes (point_to_point.h).
+//
+// The members are defined by job: this file's .cpp (construction, the
+// agreement, recording, barrier, point-to-point), reduction_collectives.cpp
+// (all_reduce, reduce, reduce_scatter), movement_collectives.cpp (broadcast,
+// all_gather, gather, scatter, all_to_all).
 #pragma once
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
@@ -19,6 +25,7 @@
 
 #include "distributed/collective_check.h"
 #include "distributed/neuron_work.h"
+#include "distributed/point_to_point.h"
 #include "distributed/store_exchange.h"
 
 namespace neuron_sim::distributed {
@@ -71,10 +78,10 @@ class ProcessGroupNeuron : public c10d::Backend {
                                           const c10d::AllToAllOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
-  // Not on Trainium: the real backend has no point-to-point operations.
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  // Not on Trainium: the real backend has no monitored barrier.
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
 
  private:
@@ -87,6 +94,10 @@ class ProcessGroupNeuron : public c10d::Backend {
                                         std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep_alive,
                                         std::vector<Finish> steps);
   std::string what(const char* op) const;
+  // Checks a send's or recv's arguments (raises here: p2p has no agreement
+  // exchange) and records it like a collective.
+  void startPointToPoint(const char* c10d_op, const char* op, const std::vector<at::Tensor>& tensors, int peer,
+                         int tag);
   c10::intrusive_ptr<c10d::Work> reduceScatterComposed(const char* c10d_op, const char* op,
                                                        std::vector<at::Tensor> outputs,
                                                        std::vector<at::Tensor> inputs,
@@ -95,6 +106,7 @@ class ProcessGroupNeuron : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> gloo_;
   std::unique_ptr<StoreExchange> exchange_;  // null: the store has no queues, agree over gloo
   std::chrono::milliseconds timeout_;
+  PointToPoint p2p_;
 };
 
 }  // namespace neuron_sim::distributed

@@ -190,7 +190,8 @@ Cost CostModel::collective(std::string_view name, double bytes, int world_size) 
   // scatter and all-to-all). Each rank sends: an all-reduce 2*(n-1)/n of it in
   // 2*(n-1) steps; all-gather, reduce-scatter, gather, scatter and all-to-all
   // (n-1)/n in n-1 steps; a broadcast or a reduce the whole buffer in n-1
-  // pipelined steps; a barrier only latency.
+  // pipelined steps; a barrier only latency. A send or recv moves the whole
+  // tensor between two cores in one step.
   const auto has = [&](std::string_view s) { return name.find(s) != std::string_view::npos; };
   const int n = std::max(world_size, 1);
   double steps = n - 1, traffic = (n - 1.0) / n;
@@ -203,6 +204,9 @@ Cost CostModel::collective(std::string_view name, double bytes, int world_size) 
     traffic = n > 1 ? 1.0 : 0.0;
   } else if (has("barrier")) {
     traffic = 0;
+  } else if (name == "send" || name == "recv") {
+    steps = 1;
+    traffic = 1.0;
   }
   steps = std::max(steps, 1.0);
   const double latency = steps * k_.collective_latency_s;

@@ -128,7 +128,8 @@ class CostModel {
   Cost deviceCopy(double bytes) const;              // device -> device: read and write in HBM
   Cost compile() const;
   // A collective named like "all_reduce", "all_gather_into_tensor", "reduce_scatter", "broadcast"
-  // (ring algorithms); `bytes` is its message size as nccl-tests counts it (docs/profiling.md).
+  // (ring algorithms), or "send"/"recv" (one transfer); `bytes` is its message size as nccl-tests
+  // counts it (docs/profiling.md).
   Cost collective(std::string_view name, double bytes, int world_size) const;
 
  private:

@@ -93,3 +93,26 @@ def test_more_processes_than_devices_is_a_clear_error():
     assert proc.returncode != 0
     assert "Device index 1 is out of range. Valid range is 0 to 0" in out, out
     assert "--nproc_per_node=1" in out, out
+
+
+def test_pipeline_example_trains_like_one_process():
+    path = os.path.join(ROOT, "examples", "pipeline_train.py")
+    spec = importlib.util.spec_from_file_location("pipeline_train", path)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    model = m.build_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    reference = []
+    for x, y in m.batches():
+        loss = F.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        reference.append(loss.item())
+    port = free_port()
+    proc = torchrun("--nproc_per_node=2", "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}", path,
+                    "--schedule", "1F1B")
+    out = finish(proc)
+    assert proc.returncode == 0, out
+    assert losses(out) == pytest.approx(reference, rel=1e-5), out
+    assert "c10d::send" in out and "c10d::recv_" in out, out

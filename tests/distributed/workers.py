@@ -629,12 +629,6 @@ def faults(rank: int, ws: int) -> dict:
     work.wait()
     out["in_flight_result"] = t.cpu().tolist()
     out["cpu_tensor"] = _error(lambda: dist.all_reduce(torch.ones(2)))
-    out["send"] = _error(lambda: dist.send(torch.ones(2, device=dev), dst=(rank + 1) % ws))
-    out["recv"] = _error(lambda: dist.recv(torch.ones(2, device=dev), src=(rank + 1) % ws))
-    out["isend"] = _error(lambda: dist.isend(torch.ones(2, device=dev), dst=(rank + 1) % ws).wait())
-    out["irecv"] = _error(lambda: dist.irecv(torch.ones(2, device=dev), src=(rank + 1) % ws).wait())
-    out["recv_anysource"] = _error(lambda: dist.recv(torch.ones(2, device=dev)))  # no src: from any rank
-    out["irecv_anysource"] = _error(lambda: dist.irecv(torch.ones(2, device=dev)).wait())
     out["monitored_barrier"] = _error(lambda: dist.monitored_barrier())
     # the ProcessGroup's own method skips torch's check and reaches the backend, which refuses it too
     out["pg_monitored_barrier"] = _error(lambda: dist.group.WORLD.monitored_barrier())

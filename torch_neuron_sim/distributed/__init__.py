@@ -6,9 +6,9 @@ torchrun's included, since `import torch` autoloads the package):
     dist.init_process_group("neuron")          # or no backend at all: neuron is the accelerator
     dist.init_process_group("cpu:gloo,neuron:neuron")   # CPU tensors share the group through gloo
 
-The backend (csrc/distributed/process_group_neuron.cpp) runs every collective
-on gloo over host views of the device tensors: the bytes already live in host
-memory, so nothing is copied. See docs/distributed.md.
+The backend (csrc/distributed/process_group_neuron.cpp) runs every collective,
+and send/recv, on gloo over host views of the device tensors: the bytes already
+live in host memory, so nothing is copied. See docs/distributed.md.
 """
 from __future__ import annotations
 

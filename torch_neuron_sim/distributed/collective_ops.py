@@ -18,3 +18,8 @@ def is_collective(target: object) -> bool:
     if isinstance(target, torch._ops.OpOverloadPacket):
         return target._qualified_op_name.partition("::")[0] in NAMESPACES
     return False
+
+
+# The c10d operators of send and recv, which the migration report lists apart from
+# the collectives: the pre-release neuron backend had none (docs/distributed.md).
+POINT_TO_POINT_OPS = frozenset({"c10d::send", "c10d::recv_", "c10d::recv_any_source_"})

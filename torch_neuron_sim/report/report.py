@@ -46,6 +46,7 @@ import torch
 from .. import _C
 from ..execution import compile_cache, dtype_policy, tracking
 from ..device.device import is_initialized as _device_initialized, machine as _machine
+from ..distributed.collective_ops import POINT_TO_POINT_OPS
 
 MANY_SHAPES = 16  # an op compiled for at least this many signatures is a dynamic-shape risk
 # HBM over time keeps at most this many points per device (per time slice
@@ -276,7 +277,10 @@ class Report:
             "host_casts_64bit": now["host_casts"] - before["host_casts"],
             "host_copies": {"count": copies["count"], "bytes": copies["bytes"], "seconds": copies["ns"] / 1e9},
             "unsupported_features": unsupported,
-            "collectives": sorted(collectives.values(), key=lambda c: (-c["bytes"], c["op"])),
+            "collectives": sorted((c for c in collectives.values() if c["op"] not in POINT_TO_POINT_OPS),
+                                  key=lambda c: (-c["bytes"], c["op"])),
+            "point_to_point": sorted((c for c in collectives.values() if c["op"] in POINT_TO_POINT_OPS),
+                                     key=lambda c: (-c["bytes"], c["op"])),
             "memory": memory,
             "memory_timeline": self._memory.stop(),
             "compilation": {"distinct_signatures": signatures,

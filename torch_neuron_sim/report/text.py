@@ -56,6 +56,17 @@ def render_text(data: dict[str, Any]) -> str:
             out.append(f"      {s['count']:>6} x  {short_site(s['site'])}  ({size(s['bytes'])})")
         if len(c["sites"]) > 5:
             out.append(f"      ... {len(c['sites']) - 5} more source line(s)")
+    pp = d.get("point_to_point", [])
+    if pp:
+        out.append(f"\nPoint-to-point (send/recv on the c10d backend 'neuron'): {sum(c['count'] for c in pp)} "
+                   f"call(s), {size(sum(c['bytes'] for c in pp))} moved")
+        out.append("  The pre-release neuron backend had no point-to-point operations, and AWS calls pipeline "
+                   "parallelism")
+        out.append("  'available soon': confirm send/recv on your TorchNeuron release before relying on them.")
+        for c in pp:
+            out.append(f"  {c['op']:<44} {c['count']:>8} call(s) {size(c['bytes']):>12}")
+            for s in c["sites"][:5]:
+                out.append(f"      {s['count']:>6} x  {short_site(s['site'])}  ({size(s['bytes'])})")
     out.append("\nPeak HBM per device (allocated, against capacity):")
     for m in d["memory"]:
         out.append(f"  {m['device']:<10} {gib(m['peak_bytes'])} of {gib(m['capacity_bytes'])} "

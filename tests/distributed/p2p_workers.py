@@ -1,0 +1,145 @@
+"""Per-rank bodies of test_point_to_point.py (2 ranks): send, recv, isend, irecv,
+recv from any rank, batch_isend_irecv on the neuron backend. Each rank builds
+what its peer sends itself, so every received tensor is checked on the CPU."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+
+from workers import DTYPES_MOVE, _error, device, make
+
+
+def point_to_point(rank: int, ws: int) -> dict:
+    import torch_neuron_sim
+    from torch.profiler import ProfilerActivity, profile
+
+    dev, peer = device(), 1 - rank
+    out: dict = {}
+    bad: list[str] = []
+
+    # every device dtype, both directions, blocking send/recv
+    for i, dtype in enumerate(DTYPES_MOVE + [torch.float8_e4m3fn, torch.complex128]):
+        for sender in (0, 1):
+            want = make(dtype, (3, 5), sender, salt=i)
+            if rank == sender:
+                dist.send(want.to(dev), dst=peer, tag=i)
+            else:
+                got = torch.empty(3, 5, dtype=dtype, device=dev)
+                dist.recv(got, src=peer, tag=i)
+                if not torch.equal(got.cpu().view(torch.uint8), want.view(torch.uint8)):
+                    bad.append(f"{dtype} from rank {sender}: {got.cpu()} != {want}")
+
+    # tags: two isends, received in the other order by tag; two sends on one tag keep their order
+    a, b, c, d = (make(torch.float32, (4,), 0, salt=s) for s in (50, 51, 52, 53))
+    if rank == 0:
+        works = [dist.isend(t.to(dev), dst=1, tag=tag) for t, tag in ((a, 1), (b, 2), (c, 3), (d, 3))]
+        for w in works:
+            w.wait()
+    else:
+        got = {k: torch.empty(4, device=dev) for k in "bacd"}
+        works = [dist.irecv(got["b"], src=0, tag=2), dist.irecv(got["a"], src=0, tag=1),
+                 dist.irecv(got["c"], src=0, tag=3), dist.irecv(got["d"], src=0, tag=3)]
+        for w in works:
+            w.wait()
+        for k, want in zip("abcd", (a, b, c, d)):
+            if not torch.equal(got[k].cpu(), want):
+                bad.append(f"tagged message {k}: {got[k].cpu()} != {want}")
+
+    # non-contiguous: a transposed tensor sent, received into a strided view
+    src = make(torch.float32, (6, 4), 0, salt=60)
+    if rank == 0:
+        dist.send(src.to(dev).t(), dst=1)
+    else:
+        buf = torch.zeros(4, 12, device=dev)
+        view = buf[:, ::2]  # 4 x 6, non-contiguous
+        dist.recv(view, src=0)
+        if not torch.equal(view.cpu(), src.t()) or buf[:, 1::2].abs().sum().item() != 0:
+            bad.append(f"non-contiguous: {buf.cpu()}")
+
+    # recv from any rank reports the sender
+    if rank == 0:
+        t = torch.empty(3, device=dev)
+        out["any_source"] = (dist.recv(t), t.cpu().tolist())
+    else:
+        dist.send(torch.full((3,), 7.0, device=dev), dst=0)
+
+    # batch_isend_irecv: both ranks send and receive at once (a ring of 2)
+    mine = torch.full((5,), float(rank + 1), device=dev)
+    theirs = torch.empty(5, device=dev)
+    reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, mine, peer), dist.P2POp(dist.irecv, theirs, peer)])
+    for r in reqs:
+        r.wait()
+    out["batch"] = theirs.cpu().tolist()
+
+    # HBM accounting: contiguous tensors travel as views of arena memory (nothing allocated);
+    # a non-contiguous one is staged on the device while the message is in flight
+    torch.neuron.synchronize()
+    big = torch.ones(64, 128, device=dev)
+    base = torch.neuron.memory_allocated()
+    torch.neuron.reset_peak_memory_stats()
+    if rank == 0:
+        dist.send(big, dst=1)
+        dist.send(big.t(), dst=1)
+    else:
+        dist.recv(big, src=0)
+        dist.recv(big.t(), src=0)
+    time.sleep(0.2)  # the staging buffer goes as the thread carrying the message ends
+    out["hbm"] = (torch.neuron.max_memory_allocated() - base, torch.neuron.memory_allocated() - base)
+
+    # op tracking, counts with bytes, the migration report, the device timeline
+    torch_neuron_sim.distributed.clear_collective_counts()
+    torch_neuron_sim.clear_op_tracking()
+    t = torch.arange(8, dtype=torch.float32, device=dev)
+    with torch_neuron_sim.report() as rep, \
+            profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        if rank == 0:
+            dist.send(t, dst=1)
+            dist.irecv(t, src=1).wait()
+        else:
+            dist.recv(t, src=0)
+            dist.isend(t, dst=0).wait()
+    out["counts"] = torch_neuron_sim.distributed.collective_counts()
+    out["executed"] = sorted(op for op in torch_neuron_sim.get_executed_ops() if op.startswith("c10d::"))
+    out["report"] = (rep.data["point_to_point"], rep.data["collectives"], rep.text())
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            trace = json.load(f)
+    out["events"] = sorted((e["name"], e["pid"], e["args"].get("bytes", 0)) for e in trace["traceEvents"]
+                           if e.get("ph") == "X" and e.get("cat") == "kernel"
+                           and e["args"].get("kind") == "collective")
+    out["bad"] = bad
+    return out
+
+
+def p2p_faults(rank: int, ws: int) -> dict:
+    """Sizes that differ, then the tag still works; bad arguments; a peer that never posts."""
+    dev, peer = device(), 1 - rank
+    out = {}
+    if rank == 0:
+        out["sizes"] = _error(lambda: dist.send(torch.ones(4, device=dev), dst=1, tag=9))
+        dist.send(torch.full((4,), 2.0, device=dev), dst=1, tag=9)
+    else:
+        out["sizes"] = _error(lambda: dist.recv(torch.empty(5, 2, device=dev), src=0, tag=9))
+        t = torch.empty(4, device=dev)
+        dist.recv(t, src=0, tag=9)
+        out["after"] = t.cpu().tolist()
+    out["self"] = _error(lambda: dist.send(torch.ones(2, device=dev), dst=rank))
+    out["tag"] = _error(lambda: dist.send(torch.ones(2, device=dev), dst=peer, tag=1 << 30))
+    out["cpu"] = _error(lambda: dist.send(torch.ones(2), dst=peer))
+    dist.barrier()
+    # the group's timeout is 2 s: rank 0 waits for a send rank 1 never posts, and
+    # rank 1 for a recv rank 0 never posts
+    start = time.monotonic()
+    if rank == 0:
+        out["never"] = _error(lambda: dist.recv(torch.empty(2, device=dev), src=1, tag=7))
+    else:
+        out["never"] = _error(lambda: dist.send(torch.ones(2, device=dev), dst=0, tag=8))
+    out["seconds"] = time.monotonic() - start
+    return out
