@@ -128,3 +128,9 @@ def test_the_wording_rules_catch_what_they_name():
         assert re.search(pattern, said[why], re.I), why
     assert not any(re.search(p, "the device issues a warning; /usr/lib/ccache", re.I)
                    for p in NOT_OF_THE_PROJECT.values())
+
+
+def test_no_csrc_file_is_over_the_size_limit():
+    """One concern per file: a C++ file past 400 lines holds more than one (split it by job)."""
+    big = [f"{p.relative_to(ROOT)}: {n} lines" for p in sources() if (n := len(p.read_text().splitlines())) > 400]
+    assert not big, "split these by job (at most 400 lines):\n" + "\n".join(big)

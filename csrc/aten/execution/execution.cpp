@@ -29,6 +29,7 @@
 #include "aten/execution/fallback_policy.h"
 #include "aten/execution/fast_path.h"
 #include "aten/execution/op_table.h"
+#include "aten/execution/placement.h"
 #include "aten/execution/report_measures.h"
 #include "aten/execution/tensor_alias.h"
 #include "aten/memory/allocator.h"
@@ -47,78 +48,6 @@ struct Aliased {
   at::Tensor alias;     // the CPU view of its bytes given to the kernel
   const void* data;     // where its bytes were before the kernel ran
 };
-
-bool onNeuron(const at::Tensor& t) { return t.defined() && t.device().type() == kNeuron; }
-
-// A CPU op reaches this kernel when only its generator is a neuron one (the
-// generator's dispatch key joins the op's key set): refuse it, as cuda does.
-void checkGeneratorPlacement(const c10::OperatorHandle& op, const CallFacts& facts) {
-  TORCH_CHECK(facts.on_neuron || facts.neuron_device_arg, "Expected a 'cpu' device type for generator but found "
-              "'neuron' (", op.schema().name(), " runs on the CPU here; pass a CPU generator, or create the tensor "
-              "on neuron)");
-}
-
-// NEURON_SIM_RNG=device only: random ops draw from the device's generator,
-// never from the CPU stream. By default (as on the device, where no random op
-// is native) the CPU kernel draws from the CPU default generator.
-void useDeviceGenerators(const OpEntry& e, Stack* stack, size_t first, int device) {
-  if (!deviceRngStream()) return;
-  for (size_t i : e.generator_args) {
-    c10::IValue& v = (*stack)[first + i];
-    const at::Generator& g = v.isNone() ? defaultGenerator(static_cast<c10::DeviceIndex>(device)) : v.toGenerator();
-    v = hostGeneratorOf(g);
-  }
-}
-
-std::string deviceName(const at::Tensor& t) { return c10::DeviceTypeName(t.device().type(), /*lower_case=*/true); }
-
-// A tensor input of a native op that is not on neuron and not 0-dim: the
-// device's message (its Python ops check this before anything else).
-[[noreturn]] void foreignInput(const c10::OperatorHandle& op, const OpEntry& e, const Stack& stack,
-                               const CallFacts& facts) {
-  const auto& schema = op.schema();
-  const size_t first = stack.size() - schema.arguments().size();
-  const size_t i = static_cast<size_t>(facts.misplaced_arg);
-  const int64_t j = facts.misplaced_elem;
-  const c10::IValue& v = stack[first + i];
-  const at::Tensor t = j < 0 ? v.toTensor() : v.toListRef()[j].toTensor();
-  if (e.inputs.load(std::memory_order_relaxed) == InputCheck::kIterator) {
-    // TensorIterator names the first device it saw and the one that differs.
-    c10::Device other = t.device();
-    bool neuron_first = false;
-    for (size_t k = 0; k < i; ++k) {
-      const c10::IValue& w = stack[first + k];
-      if (w.isTensor() && onNeuron(w.toTensor())) { other = w.toTensor().device(); neuron_first = true; break; }
-    }
-    if (!neuron_first) other = neuronDevice(facts.device);
-    const c10::Device a = neuron_first ? other : t.device(), b = neuron_first ? t.device() : other;
-    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", a, " and ",
-                b, "!");
-  }
-  const auto& arg = schema.arguments()[i];
-  if (arg.kwarg_only())  // the device's wording, without the space
-    TORCH_CHECK(false, "Non-scalar tensor kwarg '", arg.name(), "' is on ", deviceName(t), "device, expected neuron");
-  if (j >= 0) TORCH_CHECK(false, "Non-scalar tensor arg", i, "[", j, "] is on ", deviceName(t), " device, expected neuron");
-  TORCH_CHECK(false, "Non-scalar tensor arg", i, " is on ", deviceName(t), " device, expected neuron");
-}
-
-// The device checks a native op's tensor inputs before running it, as the
-// walk found them: all on neuron (0-dim CPU tensors aside) and on one
-// NeuronCore. Returns false when the op's rule sends such a call to the CPU
-// fallback instead.
-bool checkInputs(const c10::OperatorHandle& op, const OpEntry& e, const Stack& stack, const CallFacts& facts) {
-  switch (facts.placement) {
-    case Placement::kOk:
-      return true;
-    case Placement::kTwoCores:
-      TORCH_CHECK(false, "Inconsistent device IDs found in kernel inputs: expected device ", facts.first_core,
-                  " but found device ", facts.other_core);
-    case Placement::kForeign:
-      if (e.inputs.load(std::memory_order_relaxed) == InputCheck::kFallback) return false;
-      foreignInput(op, e, stack, facts);
-  }
-  return true;
-}
 
 c10::IValue aliasArg(const c10::IValue& v, c10::SmallVector<Aliased, 8>& aliased) {
   auto alias = [&](const at::Tensor& t) {

@@ -1,0 +1,30 @@
+#pragma once
+// Where a native call's tensors and generators are, as the device checks them
+// before running it (its Python ops check this before anything else): every
+// tensor input on one NeuronCore (0-dim CPU tensors aside), or the device's
+// message; a neuron generator only for an op on neuron; with
+// NEURON_SIM_RNG=device, the device's generators in place of the CPU's.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+#include "aten/execution/call_facts.h"
+#include "aten/execution/op_table.h"
+#include "aten/neuron.h"
+
+namespace neuron_sim {
+
+inline bool onNeuron(const at::Tensor& t) { return t.defined() && t.device().type() == kNeuron; }
+
+// A CPU op reaches the boxed kernel when only its generator is a neuron one
+// (the generator's dispatch key joins the op's key set): refused, as cuda does.
+void checkGeneratorPlacement(const c10::OperatorHandle& op, const CallFacts& facts);
+
+// NEURON_SIM_RNG=device only: the op's generator arguments become the device's.
+void useDeviceGenerators(const OpEntry& e, torch::jit::Stack* stack, size_t first, int device);
+
+// The walk's placement verdict applied: true to run natively, false when the
+// op's rule sends such a call to the CPU fallback; otherwise the device's error.
+bool checkInputs(const c10::OperatorHandle& op, const OpEntry& e, const torch::jit::Stack& stack,
+                 const CallFacts& facts);
+
+}  // namespace neuron_sim
