@@ -28,6 +28,8 @@ std::vector<c10::Device> devicesOf(const std::vector<at::Tensor>& ts) {
   return out;
 }
 
+}  // namespace
+
 std::string messageOf(std::exception_ptr e) {
   try {
     std::rethrow_exception(e);
@@ -39,8 +41,6 @@ std::string messageOf(std::exception_ptr e) {
     return "unknown error";
   }
 }
-
-}  // namespace
 
 NeuronWork::NeuronWork(c10::intrusive_ptr<c10d::Work> gloo_work, c10d::OpType type, std::string what,
                        std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep_alive,

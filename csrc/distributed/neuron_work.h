@@ -39,6 +39,9 @@ class NeuronWork : public c10d::Work {
 // An error from gloo (timeout, peer gone) as the error the user reads:
 // names the collective and rank and says what to check.
 // `engine` says where `message` came from ("gloo", or "store" for the agreement exchange).
+// An exception's message, without the backtrace a c10::Error carries.
+std::string messageOf(std::exception_ptr e);
+
 std::exception_ptr explainFailure(const std::string& what, const std::string& message, const char* engine = "gloo");
 
 }  // namespace neuron_sim::distributed

@@ -10,6 +10,7 @@
 
 #include "distributed/collective_check.h"
 #include "distributed/collective_staging.h"
+#include "distributed/neuron_work.h"
 
 namespace neuron_sim::distributed {
 namespace {
@@ -45,18 +46,6 @@ std::string describe(const at::Tensor& rec) {
   for (int64_t d = 0; d < p[kNdim]; ++d) os << (d ? ", " : "") << (d < kMaxDims ? std::to_string(p[kFirstDim + d]) : "...");
   os << "] (" << p[kBytes] << " bytes)";
   return os.str();
-}
-
-std::string messageOf(std::exception_ptr e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const c10::Error& err) {
-    return err.what_without_backtrace();
-  } catch (const std::exception& err) {
-    return err.what();
-  } catch (...) {
-    return "unknown error";
-  }
 }
 
 // A gloo failure as the user reads it: which operation, which peer and tag, and why.
