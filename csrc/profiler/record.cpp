@@ -60,7 +60,7 @@ runtime::EngineCost recordNkiLaunch(const std::string& name, int device, int64_t
   const runtime::EngineCost cost = runtime::engineCost(*model, work);
   if (!recording()) return cost;
   device = resolveDevice(device);
-  DeviceEvent e = baseEvent(EventKind::kKernel, runtime::internName(name), device, issue_ns);
+  DeviceEvent e = deviceEvent(EventKind::kKernel, runtime::internName(name), device, issue_ns);
   e.host_end_ns = runtime::wallNowNs();
   e.flops = work.flops[0] + work.flops[1] + work.flops[2];
   e.bytes = work.dma_bytes;
