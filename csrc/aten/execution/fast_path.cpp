@@ -64,8 +64,12 @@
 namespace neuron_sim {
 namespace {
 
+// A tensor goes to the CPU kernel as its host alias (tensor_alias.h); what is
+// no tensor goes as it is. The using-declaration matters: without it this
+// template would hide the tensor overload, and the CPU kernel would get neuron tensors.
+using ::neuron_sim::onHost;
 template <class T>
-const T& onHost(const T& v) {  // what is no tensor goes to the CPU kernel as it is
+const T& onHost(const T& v) {
   return v;
 }
 
