@@ -348,7 +348,7 @@ def install_torch_neuronx_alias() -> None:
     sys.modules["torch_neuronx.metrics"] = metrics
     sys.modules["torch_neuronx.memory"] = memory
     sys.modules["torch_neuronx.utils"] = torch_neuronx_utils
-    sys.modules["torch_neuronx.neuron"] = neuron_module
+    sys.modules["torch_neuronx.neuron"] = this.neuron
     sys.modules["torch_neuronx._C"] = _C  # `import torch_neuronx._C as _C`, as its test helpers do
     from ..nki import install_nki_alias
     install_nki_alias()  # `import nki` / `neuronxcc.nki` -> the NKI simulator, unless really installed
