@@ -446,14 +446,14 @@ def test_internals_used_by_the_devices_test_helpers(plain_arena):
     assert {"total_entries", "cache_hits", "cache_misses", "hit_rate"} <= set(stats)
     # The allocator keeps no freed block (it returns to the arena at once): no cached
     # blocks to count, and what was reserved for a tensor is released with it.
-    allocator = torch_neuronx._C.NeuronCachingAllocator
-    reserved = torch.neuron.memory_reserved(0)
+    allocator = torch_neuronx._C.NeuronCachingAllocator  # the arena's own reservation (torch.neuron reports 0)
+    reserved = torch_neuron_sim.memory_reserved(0)
     x = torch.empty(1 << 20, device="neuron:0")
-    assert torch.neuron.memory_reserved(0) == reserved + (4 << 20)
+    assert torch_neuron_sim.memory_reserved(0) == reserved + (4 << 20)
     del x
-    assert torch.neuron.memory_reserved(0) == reserved and allocator.getCachedBlocks() == 0
+    assert torch_neuron_sim.memory_reserved(0) == reserved and allocator.getCachedBlocks() == 0
     allocator.emptyCache()
-    assert torch.neuron.memory_reserved(0) == reserved
+    assert torch_neuron_sim.memory_reserved(0) == reserved
 
 
 def test_host_bounces_go_through_the_nrt_copy_entry_points():
