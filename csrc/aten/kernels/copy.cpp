@@ -52,6 +52,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
       at::Tensor host = at::empty(self.sizes(), self.options().device(at::kCPU));
       copy_from(self, host, false);
       copy_from(host.to(dst.scalar_type()), dst, false);
+      noteHostCast64();  // the cast itself ran on the host, as below
       return dst;
     }
   }
