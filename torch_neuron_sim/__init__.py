@@ -83,6 +83,12 @@ from . import distributed  # noqa: E402
 
 distributed._install()
 
+# FlexAttention on the device: torch's device check widened for neuron, the
+# decomposition as the device's kernel (torch_neuron_sim/flex_attention/)
+from . import flex_attention  # noqa: E402
+
+flex_attention.install()
+
 # Module paths from before the package was laid out by concept still import
 # (`import torch_neuron_sim.metrics`, `from torch_neuron_sim.stream_check import ...`).
 _MOVED_MODULES = {
