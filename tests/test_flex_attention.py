@@ -45,7 +45,7 @@ CASES = {
     "causal": (causal, None, HQ),
     "sliding_window": (sliding_window, None, HQ),
     "documents": ("documents", None, HQ),
-    "alibi": (None, "alibi", HQ),
+    "alibi": (causal, "alibi", HQ),  # causal ALiBi, as decoders use it
     "gqa_causal": (causal, None, 2),
 }
 
@@ -205,9 +205,9 @@ def train_gpt(model, device, compiled=False, steps=5):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=False)
     fwd = torch.compile(model, backend="neuron") if compiled else model
     g = torch.Generator().manual_seed(7)
+    tokens = torch.randint(0, 64, (2, L + 1), generator=g).to(device)  # one batch, learned step by step
     losses = []
     for _ in range(steps):
-        tokens = torch.randint(0, 64, (2, L + 1), generator=g).to(device)
         logits = fwd(tokens[:, :-1])
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), tokens[:, 1:].reshape(-1))
         opt.zero_grad()
