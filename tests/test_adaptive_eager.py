@@ -8,7 +8,9 @@ import torch
 import torch.nn.functional as F
 
 import torch_neuron_sim
-from torch_neuron_sim import adaptive_eager, compile_cache, metrics, profiler
+import torch_neuron_sim.nki.language as nl
+from torch_neuron_sim import adaptive_eager, compile_cache, metrics, nki, profiler
+from torch_neuron_sim.nki.torch_wiring import wrap_nki
 from conftest import run_python
 from test_training import OPTIMIZERS, SmallCNN, batches, mlp
 
@@ -87,6 +89,14 @@ def test_training_is_bit_identical_with_fewer_launches_and_compilations(counted,
     assert stats["flushes"]["host_read"] >= 3  # loss.item() every step
 
 
+@nki.jit
+def double(x):
+    """An NKI kernel: out = 2 * x."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, nl.multiply(nl.load(x), 2.0))
+    return out
+
+
 def chain(x):
     return ((x + 1) * 2 - 3).relu()  # four native ops
 
@@ -99,6 +109,7 @@ def test_flush_points_close_the_run(counted):
         "fallback": lambda y: torch.trace(y.view(8, 8)),  # not a native op: runs on the CPU
         "explicit": lambda y: adaptive_eager.flush(),
         "host_write": lambda y: torch.ones(3).to(DEV),
+        "kernel_call": lambda y: wrap_nki(double)(y.view(8, 8)),  # an NKI kernel: a NEFF of its own
     }
     for reason, flush in cases.items():
         with adaptive_eager.mode(True):
