@@ -26,6 +26,7 @@ def counted():
     compile_cache.clear()
     yield
     adaptive_eager.enable(False)
+    metrics.clear_all()  # later tests start from no counts, as a fresh process does
     metrics.set_enabled(was)
 
 
