@@ -24,6 +24,13 @@ Then where the MLP step's extra time goes (a table of its own, medians):
   waking a thread that sleeps. It is a model of the engine's handoff, not the
   engine itself: the remainder carries any difference between the two.
 
+  - the MLP step with adaptive eager on against the same step with it off
+    (both on neuron, each ending with the flush a step that reads its loss
+    makes): what queuing ops into runs costs the host. Aim <= 1.10x.
+  - FlexAttention (causal, B=1, H=4, S=1024, head dim 64) compiled on neuron
+    against torch.compile of the same function on the CPU (PyTorch's own CPU
+    FlexAttention kernel). Aim <= 1.10x.
+
 --breakdown also prints the thread switches per step on each side.
 
 Usage: python benchmarks/bench_ops.py [--repeats N] [--threads T] [--breakdown]
@@ -80,6 +87,37 @@ def step_breakdown(neuron_step, cpu_step, repeats: int) -> Table:
     return table
 
 
+def adaptive(step, on: bool):
+    """The step with adaptive eager on or off, ending with a flush (on: the
+    run of queued ops launches, as when a step reads its loss)."""
+    from torch_neuron_sim import adaptive_eager
+
+    def run():
+        adaptive_eager.enable(on)
+        step()
+        adaptive_eager.flush()
+        adaptive_eager.enable(False)
+    return run
+
+
+def flex_attention_pair():
+    """(neuron, cpu) callables: causal FlexAttention of one batch, 4 heads,
+    S=1024, head dim 64, each compiled for its device."""
+    import torch._dynamo
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 16)
+    fns = []
+    for device, backend in (("neuron", "neuron"), ("cpu", "inductor")):
+        g = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(1, 4, 1024, 64, generator=g).to(device) for _ in range(3))
+        mask = create_block_mask(lambda b, h, qi, kv: qi >= kv, None, None, 1024, 1024, device=device)
+        fn = torch.compile(lambda q, k, v, mask=mask: flex_attention(q, k, v, block_mask=mask), backend=backend)
+        fn(q, k, v)  # compile
+        fns.append(lambda fn=fn, q=q, k=k, v=v: fn(q, k, v))
+    return fns
+
+
 def switches_per_call(fn, calls: int = 200) -> float:
     """Voluntary thread switches (waits) per call: 0 for a step on one thread."""
     fn()
@@ -119,6 +157,12 @@ def run(repeats: int = 21) -> list[Row | Table]:
     rows.append(ratio(GROUP, "matmul 1024x1024, steady state", lambda: torch.mm(na, nb, out=nout),
                       lambda: torch.mm(a, b, out=out), 3, repeats, 1.05))
     rows.append(ratio(GROUP, "matmul 1024x1024, first touch", lambda: na @ nb, lambda: a @ b, 3, repeats, 1.05))
+
+    on_step, off_step = mlp_step("neuron"), mlp_step("neuron")
+    rows.append(ratio(GROUP, "MLP step, adaptive eager on / off (host time)", adaptive(on_step, True),
+                      adaptive(off_step, False), 50, repeats, 1.10))
+    rows.append(ratio(GROUP, "FlexAttention S=1024 causal, compiled neuron / compiled CPU", *flex_attention_pair(),
+                      3, repeats, 1.10))
 
     host = torch.randn(16 << 20)  # 64 MiB
     dev, host_out, cpu_out = host.to("neuron"), torch.empty_like(host), torch.empty_like(host)

@@ -46,7 +46,10 @@ def test_estimate_of_a_training_step():
                         "one logical NeuronCore per device")
     assert lines[1].startswith(f"total {est.total_seconds * 1e3:.3f} ms per step (busiest stream)")
     # one row per op, most expensive first, with its calls and modelled microseconds
-    rows = [line.split() for line in lines[5:] if not line.startswith("... ")]
+    # the step's launches, and what adaptive eager would make of them (docs/semantics.md)
+    assert lines[3] == f"launches: {est.launches}; adaptive eager would make {est.adaptive_launches}"
+    assert 0 < est.adaptive_launches < est.launches
+    rows = [line.split() for line in lines[6:] if not line.startswith("... ")]
     assert [(r[0], int(r[1]), float(r[2])) for r in rows] == [
         (o.name[:44], o.count, round(o.seconds * 1e6, 1)) for o in est.ops[:20]]
     assert json.loads(json.dumps(est.to_dict()))["estimate"] is True

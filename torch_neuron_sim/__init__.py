@@ -54,7 +54,7 @@ from .memory import (  # noqa: E402
     set_per_process_memory_fraction,
 )
 from .memory.fault_injection import inject_oom  # noqa: E402
-from .execution import compile_cache, dtype_policy, native_ops, tracking  # noqa: E402
+from .execution import adaptive_eager, compile_cache, dtype_policy, native_ops, tracking  # noqa: E402
 from .execution.tracking import (  # noqa: E402
     clear_op_tracking, get_executed_ops, get_fallback_ops, get_op_counts, set_fallback_mode,
 )
@@ -69,10 +69,11 @@ from .torch_neuronx import install_torch_neuronx_alias, metrics, neuron  # noqa:
 from .report.report import report  # noqa: E402
 
 # The simulated device timeline (docs/profiling.md)
-from .profiler.estimate import estimate  # noqa: E402
+from .profiler.estimate import compare_adaptive_eager, estimate  # noqa: E402
 
 dtype_policy._install()
 compile_cache._install()
+adaptive_eager._install()
 metrics._install()
 torch_neuronx._configure()
 profiler._install()
@@ -81,6 +82,12 @@ profiler._install()
 from . import distributed  # noqa: E402
 
 distributed._install()
+
+# FlexAttention on the device: torch's device check widened for neuron, the
+# decomposition as the device's kernel (torch_neuron_sim/flex_attention/)
+from . import flex_attention  # noqa: E402
+
+flex_attention.install()
 
 # Module paths from before the package was laid out by concept still import
 # (`import torch_neuron_sim.metrics`, `from torch_neuron_sim.stream_check import ...`).

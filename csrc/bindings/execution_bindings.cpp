@@ -1,7 +1,8 @@
 // torch_neuron_sim._C's functions about the path of an op: the native set
 // (torch_neuron_sim.native_ops), op tracking (.tracking), the fallback policy,
 // the 64-bit rule (.dtype_policy), the compile cache and its metrics
-// (.compile_cache, .metrics), and what the migration report reads (.report).
+// (.compile_cache, .metrics), adaptive eager (.adaptive_eager), and what the
+// migration report reads (.report).
 #include <torch/csrc/utils/pybind.h>
 
 #include <mutex>
@@ -9,6 +10,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "aten/execution/adaptive_eager.h"
 #include "aten/execution/compile_cache.h"
 #include "aten/execution/dtype_policy.h"
 #include "aten/execution/dtype_widening.h"
@@ -175,6 +177,34 @@ void registerExecutionBindings(py::module_& m) {
                   NEURON_FIELD(CompileMetrics, time_min_ns), NEURON_FIELD(CompileMetrics, time_max_ns));
   });
   m.def("_clear_compile_metrics", &clearCompileMetrics);
+
+  // Adaptive eager (TORCH_NEURONX_ENABLE_CONCATENATION)
+  m.def("_set_adaptive_eager", &setAdaptiveEager);
+  m.def("_adaptive_eager_enabled", &runtime::adaptive::enabled);
+  m.def("_set_adaptive_eager_max_ops", [](int64_t n) {
+    if (n < 1) throw py::value_error("adaptive eager: a fused launch holds at least 1 op, got " + std::to_string(n));
+    runtime::adaptive::setMaxOps(static_cast<uint32_t>(std::min<int64_t>(n, UINT32_MAX)));
+  });
+  m.def("_adaptive_eager_max_ops", &runtime::adaptive::maxOps);
+  m.def("_adaptive_eager_flush", [](bool kernel_call) {
+    flushAllPoint(kernel_call ? runtime::adaptive::Flush::kKernelCall : runtime::adaptive::Flush::kExplicit);
+  });
+  m.def("_adaptive_eager_stats", [] {
+    const runtime::adaptive::Stats s = runtime::adaptive::stats();
+    py::dict flushes;
+    for (int i = 0; i < runtime::adaptive::kFlushReasons; ++i)
+      flushes[runtime::adaptive::flushName(static_cast<runtime::adaptive::Flush>(i))] = s.flushes[i];
+    py::dict d;
+    d["ops"] = s.ops;
+    d["launches"] = s.launches;
+    d["fused_launches"] = s.fused_launches;
+    d["fused_ops"] = s.fused_ops;
+    d["compilations"] = s.compilations;
+    d["cache_hits"] = s.cache_hits;
+    d["flushes"] = flushes;
+    return d;
+  });
+  m.def("_clear_adaptive_eager_stats", &runtime::adaptive::clearStats);
 }
 
 }  // namespace neuron_sim::bindings

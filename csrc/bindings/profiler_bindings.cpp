@@ -98,6 +98,7 @@ py::dict eventDict(const runtime::DeviceEvent& e) {
   d["bytes"] = e.bytes;
   d["bound"] = runtime::regimeName(e.regime);
   d["in_fallback"] = e.in_fallback;
+  d["continues_launch"] = e.continues_launch;
   d["correlation"] = e.correlation;
   return d;
 }
@@ -176,6 +177,9 @@ void registerProfilerBindings(py::module_& m) {
     out["breakdown"] = buckets(s.breakdown);
     out["busy"] = busy;
     out["count"] = s.count;
+    out["launches"] = s.launches;
+    out["compilations"] = s.compilations;
+    out["fused_launches"] = s.fused_launches;
     out["first_start_ns"] = s.first_start_ns;
     out["longest"] = longest;
     return out;

@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include "aten/execution/adaptive_eager.h"
 #include "aten/execution/fallback_policy.h"
 #include "aten/execution/op_table.h"
 
@@ -18,6 +19,7 @@ void (*g_reporter)(const std::string&, uint64_t) = nullptr;
 }  // namespace
 
 void recordCollective(const char* c10d_op, uint64_t bytes) {
+  flushAllPoint(runtime::adaptive::Flush::kCollective);  // adaptive eager: the collective engine, not a NEFF
   {
     std::lock_guard<std::mutex> g(g_mu);
     auto& c = g_counts[c10d_op];

@@ -40,6 +40,7 @@ struct DeviceEvent {
   EventKind kind = EventKind::kKernel;
   Regime regime = Regime::kMemory;
   bool in_fallback = false;      // a copy made by a CPU fallback round trip
+  bool continues_launch = false; // a kernel inside a fused launch it did not open (adaptive eager): no launch overhead
   const std::string* name = nullptr;  // interned (internName): lives as long as the process
   int device = 0;
   int64_t stream = 0;

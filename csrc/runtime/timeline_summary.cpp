@@ -39,7 +39,15 @@ TimelineSummary summarize(uint64_t from, uint64_t to, size_t keep) {
     return std::tie(std::get<0>(a), std::get<1>(a)) > std::tie(std::get<0>(b), std::get<1>(b));
   };
   std::vector<Kept> longest;
+  std::map<int, bool> in_run;  // device -> its last event was a kernel (a run is open)
   forEachEvent(from, to, [&](const DeviceEvent& e) {
+    if (e.kind == EventKind::kKernel && !e.in_fallback) {
+      bool& open = in_run[e.device];
+      if (!open) ++s.fused_launches;
+      open = true;
+    } else if (e.kind != EventKind::kCompile) {
+      in_run[e.device] = false;
+    }
     auto [it, fresh] = row_of.try_emplace(e.name);
     if (fresh) it->second.fill(-1);
     int32_t& r = it->second[static_cast<size_t>(e.kind)];
@@ -59,6 +67,8 @@ TimelineSummary summarize(uint64_t from, uint64_t to, size_t keep) {
       s.breakdown[k] += b[k];
     }
     s.busy[{e.device, e.stream}] += e.seconds;
+    if ((e.kind == EventKind::kKernel && !e.continues_launch) || e.kind == EventKind::kGraph) ++s.launches;
+    if (e.kind == EventKind::kCompile) ++s.compilations;
     if (s.count == 0 || e.start_ns < s.first_start_ns) s.first_start_ns = e.start_ns;
     const int64_t duration = e.end_ns - e.start_ns;
     const uint64_t order = s.count++;

@@ -39,6 +39,13 @@ struct TimelineSummary {
   BucketSeconds breakdown{};
   std::map<std::pair<int, int64_t>, double> busy;  // (device, stream) -> modelled seconds
   uint64_t count = 0;
+  uint64_t launches = 0;      // kernel and graph launches (a fused launch once)
+  uint64_t compilations = 0;  // compile events
+  // The launches adaptive eager would make of the same events: each run of
+  // kernel events on a device that no copy, fallback, collective or graph
+  // launch interrupts is one (docs/semantics.md, "Adaptive eager"; flush
+  // points that leave no event, such as synchronize, are not seen here).
+  uint64_t fused_launches = 0;
   int64_t first_start_ns = 0;        // earliest event start (0: no events)
   std::vector<DeviceEvent> longest;  // the `keep` longest events on the trace clock, in time order
 };

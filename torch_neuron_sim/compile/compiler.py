@@ -25,7 +25,7 @@ import torch
 from ..execution import compile_cache, native_ops
 from ..torch_neuronx import metrics
 from .. import profiler
-from . import dynamo_metrics, executors, graph_check, graphs, neff_cache, retarget
+from . import dynamo_metrics, executors, flex_attention, graph_check, graphs, neff_cache, retarget
 from .options import Options
 
 log = logging.getLogger("torch_neuron_sim")
@@ -77,6 +77,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str
                                 recompile_reason=_recompile_reason())
 
     t0 = time.perf_counter()
+    if flex_attention.needed(gm):  # FlexAttention's higher-order ops as ATen ops
+        gm = flex_attention.legalize(gm)
     if retarget.needed(gm, example_inputs, device):
         gm = retarget.rewrite(gm, example_inputs, device)
         example_inputs = [retarget.input_on_device(x, device) for x in example_inputs]

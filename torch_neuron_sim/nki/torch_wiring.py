@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable, Optional
 import torch
 
 from .. import profiler
+from ..execution import adaptive_eager as _adaptive
 from . import cost as _cost
 from . import kernel as _kernel
 from .errors import NKIError
@@ -190,6 +191,8 @@ def run_on(spec: LaunchSpec, tensors: list, device: torch.device, outputs: list,
     kernel's returned outputs are `outputs` (allocation number numbers[j] is outputs[j])."""
     from .. import _C
     on_device = device.type == "neuron"
+    if on_device:
+        _adaptive.flush_for_kernel_call()  # the kernel is a NEFF of its own: adaptive eager's open runs end here
     issue_ns = profiler.now_ns()
     host = (lambda t: _C._host_alias(t)) if on_device else (lambda t: t)
     views = [host(t) for t in tensors]

@@ -204,6 +204,8 @@ def _device_timeline_section(data, add) -> None:
              f"(docs/profiling.md) for {html.escape(str(t['profile']))} at LNC={t['lnc']}. "
              f"{t['events_total']} device event(s); the busiest stream is busy {t['total_seconds'] * 1e3:.3f} ms: "
              + html.escape(", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in b.items() if v)) + ".")
+    from ..profiler.estimate import adaptive_eager_line
+    intro += " " + html.escape(adaptive_eager_line(t))
     if len(ev) < t["events_total"]:
         intro += f" The {len(ev)} longest events are drawn."
     if t.get("trace"):

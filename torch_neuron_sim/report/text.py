@@ -106,6 +106,9 @@ def render_text(data: dict[str, Any]) -> str:
                    "docs/profiling.md)" + (f"; trace written to {t['trace']}" if t.get("trace") else ""))
         out.append(f"  {t['events_total']} device event(s); busiest stream {t['total_seconds'] * 1e3:.3f} ms: "
                    + ", ".join(f"{b} {v * 1e3:.3f} ms" for b, v in t["breakdown"].items() if v))
+        from ..profiler.estimate import adaptive_eager_line
+        if adaptive_eager_line(t):
+            out.append("  " + adaptive_eager_line(t))
         for o in t["ops"][:8]:
             out.append(f"  {o['name'][:50]:<50} {o['count']:>6} x {o['seconds'] * 1e6 / o['count']:>10.1f} us"
                        f"  {o['bound']}")

@@ -14,6 +14,15 @@ same names::
   Counter CompiledGraph.Launches              compiled-graph executions (one per call)
   Metric  CompilationCache.CompilationTime    (simulated) compile time per compilation (ns)
   Metric  CompilationCache.NeffSize           bytes of each compiled graph's artifact
+
+Under adaptive eager (torch_neuron_sim.adaptive_eager) a fused run's
+compilation and cache lookups count in the CompilationCache counters, and
+three counters of the emulator's own (not names of the real backend) count
+its launches:
+
+  Counter AdaptiveEager.Launches              launches of queued eager ops (one per closed run)
+  Counter AdaptiveEager.FusedLaunches         those holding two or more ops
+  Counter AdaptiveEager.FusedOps              ops inside fused launches
 """
 from __future__ import annotations
 
@@ -30,6 +39,8 @@ _COUNTERS = {
 }
 _METRICS = ("CompilationCache.CompilationTime", "CompilationCache.NeffSize")
 _GRAPH_COUNTERS = ("CompilationCache.PersistentHits", "CompilationCache.PersistentMisses", "CompiledGraph.Launches")
+_ADAPTIVE_COUNTERS = {"AdaptiveEager.Launches": "launches", "AdaptiveEager.FusedLaunches": "fused_launches",
+                      "AdaptiveEager.FusedOps": "fused_ops"}
 _counter_base: dict[str, int] = {}
 # Compiled graphs (torch_neuron_sim.compile) are counted here in Python: a
 # graph compiles rarely, and its launch is one increment.
@@ -79,11 +90,15 @@ def _raw() -> dict:
 
 def get_counter_names() -> list[str]:
     """Counters with a non-zero value."""
-    return [n for n in (*_COUNTERS, *_GRAPH_COUNTERS) if get_counter_value(n)]
+    return [n for n in (*_COUNTERS, *_GRAPH_COUNTERS, *_ADAPTIVE_COUNTERS) if get_counter_value(n)]
 
 
 def get_counter_value(name: str) -> Optional[int]:
     """A counter's value, or None if it has none."""
+    if name in _ADAPTIVE_COUNTERS:  # counted in C++ always; reported while metrics are enabled
+        from ..execution import adaptive_eager
+        value = adaptive_eager.stats()[_ADAPTIVE_COUNTERS[name]] - _counter_base.get(name, 0)
+        return value if value and is_enabled() else None
     key = _COUNTERS.get(name)
     if key is None and name not in _GRAPH_COUNTERS:
         return None
@@ -133,7 +148,7 @@ def report_filtered(counter_names: Optional[Iterable[str]] = None,
         fmt = _fmt_ns if name.endswith("Time") else _fmt_bytes
         lines += [f"Metric: {name}", f"  TotalSamples: {d.total_samples}", f"  Accumulator: {fmt(d.accumulator)}",
                   f"  Mean: {fmt(d.mean)}", f"  Min: {fmt(d.min)}", f"  Max: {fmt(d.max)}"]
-    for name in ((*_COUNTERS, *_GRAPH_COUNTERS) if counter_names is None else counter_names):
+    for name in ((*_COUNTERS, *_GRAPH_COUNTERS, *_ADAPTIVE_COUNTERS) if counter_names is None else counter_names):
         v = get_counter_value(name)
         if v:
             lines += [f"Counter: {name}", f"  Value: {v}"]
@@ -145,11 +160,19 @@ def report() -> str:
     return report_filtered()
 
 
+def _adaptive_base() -> None:
+    from ..execution import adaptive_eager
+    s = adaptive_eager.stats()
+    for name, key in _ADAPTIVE_COUNTERS.items():
+        _counter_base[name] = s[key]
+
+
 def clear_counters() -> None:
     _graph_counts.clear()
     r = _raw()
     for name, key in _COUNTERS.items():
         _counter_base[name] = r[key]
+    _adaptive_base()
 
 
 def clear_metrics() -> None:
@@ -164,6 +187,7 @@ def clear_metrics() -> None:
 def clear_all() -> None:
     _C._clear_compile_metrics()
     _counter_base.clear()
+    _adaptive_base()
     _graph_counts.clear()
     _graph_samples.clear()
 

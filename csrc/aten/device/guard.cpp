@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "aten/device/guard.h"
+#include "aten/execution/adaptive_eager.h"
 #include "aten/neuron.h"
 #include "aten/runtime_call.h"
 #include "runtime/device.h"
@@ -123,6 +124,7 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     delete static_cast<runtime::Event*>(event);
   }
   void synchronizeEvent(void* event) const override {
+    flushAllPoint(runtime::adaptive::Flush::kSynchronize);
     if (C10_UNLIKELY(runtime::orderTracking()) && event)
       runtime::completeClock(static_cast<runtime::Event*>(event)->clock);
   }
@@ -146,10 +148,13 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   void synchronizeStream(const c10::Stream& s) const override {
     checkIndex(s.device_index());
+    flushPoint(s.device_index(), runtime::adaptive::Flush::kSynchronize);
     if (C10_UNLIKELY(runtime::orderTracking())) runtime::completeStream(ref(s));
   }
   void synchronizeDevice(const c10::DeviceIndex index) const override {
     if (index >= 0) checkIndex(index);
+    if (index >= 0) flushPoint(index, runtime::adaptive::Flush::kSynchronize);
+    else flushAllPoint(runtime::adaptive::Flush::kSynchronize);
     if (C10_UNLIKELY(runtime::orderTracking())) runtime::completeDevice(index);
   }
   void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}

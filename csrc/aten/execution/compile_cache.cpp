@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <thread>
+#include <unordered_set>
+
+#include "aten/execution/adaptive_eager.h"
 
 namespace neuron_sim {
 namespace {
@@ -30,11 +34,49 @@ namespace {
 thread_local bool t_in_graph_launch = false;
 }  // namespace
 
-void setInGraphLaunch(bool on) { t_in_graph_launch = on; }
+void setInGraphLaunch(bool on) {
+  if (on) flushAllPoint(runtime::adaptive::Flush::kGraph);  // the graph is a NEFF of its own
+  t_in_graph_launch = on;
+}
 bool inGraphLaunch() { return t_in_graph_launch; }
 
-bool noteCompiled(OpEntry& e, uint64_t sig) {
+bool noteCompiled(OpEntry& e, uint64_t sig, int device) {
   if (t_in_graph_launch) return false;
+  if (C10_UNLIKELY(runtime::adaptive::enabled())) return joinAdaptiveRun(e, sig, device);
+  return noteOpCompiled(e, sig);
+}
+
+namespace {
+// A miss: the simulated compile latency, and the metrics.
+void compiledNow() {
+  const double ms = g_latency_ms.load(std::memory_order_relaxed);
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+  if (g_metrics.load(std::memory_order_relaxed)) {
+    g_misses.fetch_add(1, std::memory_order_relaxed);
+    g_compilations.fetch_add(1, std::memory_order_relaxed);
+    recordTime(static_cast<uint64_t>(ms * 1e6));
+  }
+}
+
+std::mutex g_fused_mu;
+std::unordered_set<uint64_t> g_fused;  // fused signatures compiled (adaptive eager)
+}  // namespace
+
+bool noteFusedCompiled(uint64_t fused_signature) {
+  bool miss;
+  {
+    std::lock_guard<std::mutex> g(g_fused_mu);
+    miss = g_fused.insert(fused_signature).second;
+  }
+  if (!miss) {
+    if (g_metrics.load(std::memory_order_relaxed)) g_hits.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  compiledNow();
+  return true;
+}
+
+bool noteOpCompiled(OpEntry& e, uint64_t sig) {
   // Repeats are the common case: a small per-thread table of signatures this
   // thread already saw answers them without taking the op's lock.
   struct Seen { const OpEntry* e; uint64_t sig, generation; };
@@ -55,13 +97,7 @@ bool noteCompiled(OpEntry& e, uint64_t sig) {
     if (metrics) g_hits.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
-  const double ms = g_latency_ms.load(std::memory_order_relaxed);
-  if (ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
-  if (metrics) {
-    g_misses.fetch_add(1, std::memory_order_relaxed);
-    g_compilations.fetch_add(1, std::memory_order_relaxed);
-    recordTime(static_cast<uint64_t>(ms * 1e6));
-  }
+  compiledNow();
   return true;
 }
 
@@ -72,6 +108,8 @@ void clearCompileCache() {
     e.cache_hits = 0;
   });
   g_generation.fetch_add(1);  // invalidates every thread's table of seen signatures
+  std::lock_guard<std::mutex> g(g_fused_mu);
+  g_fused.clear();
 }
 
 void setCompileLatencyMs(double ms) { g_latency_ms = std::max(0.0, ms); }

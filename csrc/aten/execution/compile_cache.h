@@ -33,13 +33,22 @@ inline uint64_t signatureUndefined(uint64_t h) { return signatureMix(h, 0xdead);
 inline uint64_t signatureInt(uint64_t h, int64_t v) { return signatureMix(h, static_cast<uint64_t>(v)); }
 inline uint64_t signatureBool(uint64_t h, bool b) { return signatureMix(h, b ? 3 : 5); }
 inline uint64_t signatureNone(uint64_t h) { return signatureMix(h, 7); }
-// After the op succeeded: looks the signature up; on a miss counts a
-// compilation and waits the simulated compile latency. Cost of a hit: a
-// per-thread table lookup (a short lock the first time this thread sees it).
-// Returns true when the call compiled.
-bool noteCompiled(OpEntry& e, uint64_t signature);
+// After the op succeeded on `device`: looks the signature up; on a miss
+// counts a compilation and waits the simulated compile latency. Cost of a
+// hit: a per-thread table lookup (a short lock the first time this thread
+// sees it). Returns true when the call compiled. Under adaptive eager the op
+// joins its device's open run instead and compiles nothing now
+// (adaptive_eager.h): the run compiles, once per fused signature, when it is
+// flushed.
+bool noteCompiled(OpEntry& e, uint64_t signature, int device);
+// The lookup itself, for one op's own NEFF (also a run of one op).
+bool noteOpCompiled(OpEntry& e, uint64_t signature);
+// A fused run's NEFF (adaptive eager): the same cache, metrics and latency,
+// keyed by the run's fused signature. Returns true when it compiled.
+bool noteFusedCompiled(uint64_t fused_signature);
 // While a compiled graph launches on this thread its ops are part of one
-// compiled unit (torch.compile): they note no eager signatures.
+// compiled unit (torch.compile): they note no eager signatures. A launch is a
+// flush point of adaptive eager.
 void setInGraphLaunch(bool on);
 bool inGraphLaunch();
 // Forgets every signature (torch_neuron_sim.compile_cache.clear()): the next

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "aten/device/guard.h"
+#include "aten/execution/adaptive_eager.h"
 #include "aten/execution/compile_cache.h"
 #include "aten/execution/dtype_policy.h"
 #include "aten/neuron.h"
@@ -109,6 +110,11 @@ void OpRecord::finish(c10::ArrayRef<c10::IValue> results) {
     e.flops = w.flops;
     e.bytes = w.bytes;
     setCost(e, eventCostModel().kernel(w));
+    if (C10_UNLIKELY(continuesFusedLaunch())) {  // adaptive eager: the run's launch is its first op's
+      e.seconds -= e.launch_seconds;
+      e.launch_seconds = 0;
+      e.continues_launch = true;
+    }
     runtime::addEvent(e);
     return;
   }
@@ -161,8 +167,10 @@ void recordTransfer(EventKind kind, int device, double bytes, int64_t issue_ns) 
   runtime::addEvent(e);
 }
 
-void recordCompile(const OpEntry& op, int device) {
-  DeviceEvent e = deviceEvent(EventKind::kCompile, runtime::internName("compile " + op.name), device,
+void recordCompile(const OpEntry& op, int device) { recordCompile(op.name, device); }
+
+void recordCompile(const std::string& what, int device) {
+  DeviceEvent e = deviceEvent(EventKind::kCompile, runtime::internName("compile " + what), device,
                               runtime::wallNowNs());
   e.host_end_ns = e.issue_ns;
   setCost(e, eventCostModel().compile());

@@ -63,5 +63,7 @@ void recordScalarRead(const at::Tensor& src, int64_t issue_ns);  // .item()
 void recordTransfer(runtime::EventKind kind, int device, double bytes, int64_t issue_ns);
 // An eager compilation of a new op signature (compile_cache.h), before the op's own event.
 void recordCompile(const OpEntry& e, int device);
+// A compilation of something else: an adaptive-eager fused launch.
+void recordCompile(const std::string& what, int device);
 
 }  // namespace neuron_sim

@@ -20,6 +20,7 @@
 
 #include "aten/device/generator.h"
 #include "aten/device/guard.h"
+#include "aten/execution/adaptive_eager.h"
 #include "aten/execution/call_facts.h"
 #include "aten/execution/compile_cache.h"
 #include "aten/execution/device_events.h"
@@ -145,7 +146,7 @@ void runNative(const c10::OperatorHandle& op, OpEntry& e, Stack* stack, const Ca
     (*stack)[i] = resultToDevice((*stack)[i], aliased, device);
   // Counted once the op succeeded: a call that raised neither ran nor compiled.
   if (!e.never.load(std::memory_order_relaxed)) e.executed.fetch_add(1, std::memory_order_relaxed);
-  const bool compiled = noteCompiled(e, facts.signature);
+  const bool compiled = noteCompiled(e, facts.signature, facts.device);
   if (C10_UNLIKELY(record)) {
     if (compiled) recordCompile(e, device);  // on the timeline before the kernel's event
     record->finish(c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - nret, nret));
@@ -214,6 +215,7 @@ void hostKernelFallback(const c10::OperatorHandle& op, const OpEntry& e, Stack* 
 }
 
 void runFallback(const c10::OperatorHandle& op, OpEntry& e, Stack* stack, const CallFacts& facts) {
+  flushAllPoint(runtime::adaptive::Flush::kFallback);  // adaptive eager: the op leaves the device
   if (!e.untracked) {
     e.fallbacks.fetch_add(1, std::memory_order_relaxed);
     if (fallbackMode() == FallbackMode::kError)

@@ -130,7 +130,7 @@ struct Unboxed<Op, at::Tensor(Args...)> {
     out = adoptAsDevice(out, facts.device);
     // Counted once the op succeeded, as in runNative.
     e.executed.fetch_add(1, std::memory_order_relaxed);
-    const bool compiled = noteCompiled(e, facts.signature);
+    const bool compiled = noteCompiled(e, facts.signature, facts.device);
     if (C10_UNLIKELY(record)) {
       if (compiled) recordCompile(e, facts.device);  // on the timeline before the kernel's event
       const c10::IValue result(out);

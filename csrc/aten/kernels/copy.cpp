@@ -10,6 +10,7 @@
 
 #include <chrono>
 
+#include "aten/execution/adaptive_eager.h"
 #include "aten/execution/device_events.h"
 #include "aten/execution/dtype_policy.h"
 #include "aten/execution/tensor_alias.h"
@@ -33,6 +34,11 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
               " to ", dst.device(), "; move the tensor to the CPU first");
   TORCH_CHECK(dst.device().type() == kNeuron || dst.device().is_cpu(), "neuron: cannot copy from ", self.device(),
               " to ", dst.device(), "; move the tensor to the CPU first");
+  if (C10_UNLIKELY(runtime::adaptive::enabled()) && self.device().type() != dst.device().type()) {
+    const bool read = self.device().type() == kNeuron;  // the host waits for the queued ops
+    flushAdaptive((read ? self : dst).device().index(),
+                  read ? runtime::adaptive::Flush::kHostRead : runtime::adaptive::Flush::kHostWrite);
+  }
   CopyRouter router = g_router.load(std::memory_order_relaxed);
   if (C10_UNLIKELY(router != nullptr) && !t_routing) {
     if (self.device().type() != dst.device().type()) {
@@ -110,6 +116,7 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
   static OpEntry& tracked = kernelEntry("aten::_local_scalar_dense", "");
   recordKernelRun(tracked);
   runtime::HostAccess access;
+  flushPoint(self.device().index(), runtime::adaptive::Flush::kHostRead);  // .item() waits for the queued ops
   if (C10_UNLIKELY(recordingEvents())) recordScalarRead(self, runtime::wallNowNs());
   if (C10_UNLIKELY(reportActive())) noteHostCopy(self.element_size(), 0);  // .item(): one value to the host
   return at::_local_scalar_dense(hostAlias(self));
