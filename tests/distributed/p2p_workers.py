@@ -11,7 +11,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from workers import DTYPES_MOVE, _error, device, make
+from workers import DTYPES_MOVE, _error, device, make, stay_until_all_done
 
 
 def point_to_point(rank: int, ws: int) -> dict:
@@ -142,4 +142,5 @@ def p2p_faults(rank: int, ws: int) -> dict:
     else:
         out["never"] = _error(lambda: dist.send(torch.ones(2, device=dev), dst=0, tag=8))
     out["seconds"] = time.monotonic() - start
+    stay_until_all_done("p2p_faults", ws)  # a rank that left early would close the other's wait
     return out

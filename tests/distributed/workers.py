@@ -603,6 +603,21 @@ def _error(fn) -> str:
     return "no error"
 
 
+def stay_until_all_done(name: str, ws: int, timeout: float = 60.0) -> None:
+    """Keeps this rank alive until every rank has got here, counted on the
+    group's store (the group itself may be unusable after a fault). A test of
+    a timeout has one rank wait for a peer that stays silent; had the peer
+    exited first - a slow start on a busy machine is enough - the waiting rank
+    would see a closed connection instead of its timeout, and a rank that
+    starts after rank 0 exited could not reach rank 0's store at all."""
+    store = dist.distributed_c10d._get_default_store()
+    key = f"all-done/{name}"
+    store.add(key, 1)
+    deadline = time.monotonic() + timeout
+    while store.add(key, 0) < ws and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def faults(rank: int, ws: int) -> dict:
     """Errors that leave the group usable, in one job; each entry is the
     message this rank saw."""
@@ -651,10 +666,13 @@ def missing_rank(rank: int, ws: int) -> str:
     """Rank 1 never arrives: rank 0 fails after the group's timeout (2 s)."""
     if rank == 1:
         time.sleep(8)  # alive but absent (an exit would close the connection instead)
+        stay_until_all_done("missing_rank", ws)
         return "absent"
     start = time.monotonic()
     msg = _error(lambda: dist.all_reduce(torch.ones(2, device=device())))
-    return f"{msg} [after {time.monotonic() - start:.1f}s]"
+    msg = f"{msg} [after {time.monotonic() - start:.1f}s]"
+    stay_until_all_done("missing_rank", ws)  # rank 0 holds the store rank 1 connects to
+    return msg
 
 
 def dying_rank(rank: int, ws: int) -> str:
