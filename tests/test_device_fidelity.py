@@ -3,6 +3,7 @@ Written as a torch_neuronx user writes tests: through the alias, with the
 device's own names, messages and test helpers. One section per behaviour:
 op-tracking names, composite ops as one op, random numbers, mixed-device
 inputs, streams, `.data =`, devices and messages, torch_neuronx internals."""
+import re
 import sys
 import threading
 
@@ -37,6 +38,16 @@ def _alias():
     _remove_alias()
 
 D = "neuron"
+_COPY_ENTRIES = ("_nrt_copy_cpu_to_neuron_tensor", "_nrt_copy_neuron_to_cpu_tensor")
+
+
+@pytest.fixture(autouse=True)
+def _copy_entry_points_restored():
+    # A test that replaces torch_neuronx._C's copy entry points must leave them as it found
+    # them: while one is replaced, every host<->device copy of later tests goes through Python.
+    yield
+    left = [n for n in _COPY_ENTRIES if n in vars(torch_neuron_sim.torch_neuronx._C)]
+    assert not left, f"{left} left replaced on torch_neuronx._C"
 
 
 # ---- 1. op-tracking names -------------------------------------------------------------------
@@ -662,6 +673,60 @@ def test_import_sets_the_environment_torch_neuronx_sets():
     assert json.loads(out.stdout.splitlines()[-1]) == {**_RELEASE_ENV, "JAX_LOGGING_LEVEL": "ERROR"}
 
 
+def test_tracking_names_follow_the_torch_mlir_op_set_import_selects():
+    # TORCH_NEURONX_MLIR_ATEN_OPS=1, set on import, selects the torch-mlir registrations: clamp
+    # with tensor bounds and the out= forms of eye/zeros run on the device under their own
+    # overloads; the in-place clamp_ reaches the registered out= kernel. A fresh process, as
+    # a user's program starts: the variable unset, then the import.
+    import json
+    import os
+    import subprocess
+
+    code = """
+        import json, os, torch, torch_neuron_sim
+        torch_neuron_sim.install_torch_neuronx_alias()
+        import torch_neuronx
+        from torch_neuron_sim.testing import check_op_runs_on_neuron
+        D = "neuron"
+        xc = torch.randn(4, 4)
+        loc, hic = torch.full((4, 4), -0.5), torch.full((4, 1), 0.5)
+        x, lo, hi = xc.to(D), loc.to(D), hic.to(D)
+        ones = torch.ones(2, 3, device=D)  # zeros(out=) must overwrite it
+        cases = [
+            ("aten::clamp.Tensor", lambda: torch.clamp(x, lo, hi), torch.clamp(xc, loc, hic)),
+            ("aten::clamp.Tensor", lambda: x.clamp(min=lo), xc.clamp(min=loc)),
+            ("aten::clamp.Tensor_out", lambda: torch.clamp(x, lo, hi, out=torch.empty(4, 4, device=D)),
+             torch.clamp(xc, loc, hic)),
+            ("aten::clamp.Tensor_out", lambda: x.clone().clamp_(lo, hi), torch.clamp(xc, loc, hic)),
+            ("aten::clamp", lambda: torch.clamp(x, -0.5, 0.5), torch.clamp(xc, -0.5, 0.5)),
+            ("aten::eye.out", lambda: torch.eye(3, out=torch.empty(3, 3, device=D)), torch.eye(3)),
+            ("aten::eye.m_out", lambda: torch.eye(3, 5, out=torch.empty(3, 5, device=D)), torch.eye(3, 5)),
+            ("aten::eye.m", lambda: torch.eye(3, 5, device=D), torch.eye(3, 5)),
+            ("aten::zeros.out", lambda: torch.zeros(2, 3, out=ones), torch.zeros(2, 3)),
+            ("aten::zeros", lambda: torch.zeros(2, 3, device=D), torch.zeros(2, 3)),
+        ]
+        results = []
+        for name, run, expected in cases:
+            torch_neuronx.clear_op_tracking()
+            got = run()
+            results.append([name, check_op_runs_on_neuron(name), sorted(torch_neuronx.get_executed_ops()),
+                            torch_neuronx.get_fallback_ops(), got.device.type == "neuron"
+                            and torch.equal(got.cpu(), expected)])
+        print(json.dumps([os.environ["TORCH_NEURONX_MLIR_ATEN_OPS"], torch_neuronx.utils.use_mlir_aten_ops(),
+                          results]))
+    """
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_NEURONX_MLIR_ATEN_OPS"}
+    out = subprocess.run([sys.executable, "-c", __import__("textwrap").dedent(code)], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    value, mlir, results = json.loads(out.stdout.splitlines()[-1])
+    assert value == "1" and mlir is True
+    for name, runs, executed, fallbacks, equal in results:
+        assert runs and fallbacks == [], (name, executed, fallbacks)
+        assert set(executed) - {name, "aten::empty", "aten::clone"} == set(), (name, executed)
+        assert equal, name
+
+
 def test_streams_read_host_cc_each_time_one_is_created(monkeypatch):
     default = torch_neuronx.default_stream()
     monkeypatch.setenv("NEURON_RT_ENABLE_HOST_CC", "1")  # set after import, no other call
@@ -714,6 +779,25 @@ def test_reserved_memory_is_what_the_device_reports():
     assert torch_neuron_sim.memory_reserved() >= 4000  # the arena's own reservation
     assert torch_neuron_sim.memory_stats()["reserved_bytes"]["current"] >= 4000
     del x
+
+
+def test_entry_points_restored_by_assignment_stop_routing_copies():
+    # count_cpu_bounce_calls restores the originals by assignment (_bounces, below): copies
+    # then run directly again, without calling into Python.
+    from unittest import mock
+
+    assert _bounces(lambda: torch.arange(3.0).to(D).cpu()) == {"reads": 1, "writes": 1}
+    assert not any(n in vars(torch_neuronx._C) for n in _COPY_ENTRIES)
+    core = torch_neuron_sim._C  # what the entry points call to copy
+    with mock.patch.object(core, "_nrt_copy", wraps=core._nrt_copy) as direct:
+        assert torch.arange(3.0).to(D).cpu().tolist() == [0.0, 1.0, 2.0]
+    assert direct.call_count == 0
+    with mock.patch.object(torch_neuronx._C, "_nrt_copy_cpu_to_neuron_tensor",
+                           wraps=torch_neuronx._C._nrt_copy_cpu_to_neuron_tensor) as write:
+        torch.arange(3.0).to(D)
+        del torch_neuronx._C._nrt_copy_cpu_to_neuron_tensor  # a deleted replacement restores the original too
+        torch.arange(3.0).to(D)
+    assert write.call_count == 1 and "_nrt_copy_cpu_to_neuron_tensor" not in vars(torch_neuronx._C)
 
 
 # ---- 11. internals torch_neuronx's tests patch or call --------------------------------------
@@ -904,13 +988,6 @@ def test_argument_errors_with_the_devices_types_and_messages():
         torch.index_select(a, 0, torch.tensor([7], device=D))
     with pytest.raises(TypeError, match="must be Tensor, not list"):
         torch.index_select(a, 0, [0])
-    start = torch.neuron.Event()
-    end = torch.neuron.Event()
-    start.record()
-    end.record()
-    # CUDA's words; a ValueError, as torch.Event raises it for every device (events are plain torch.Event objects)
-    with pytest.raises(ValueError, match="Both events must be created with argument 'enable_timing=True'"):
-        start.elapsed_time(end)
     out = torch.zeros(4, 4, device=D).t()
     with pytest.raises(RuntimeError, match="^CPU fallback failed. Cannot copy result to output tensor which is not "
                                            "contiguous"):
@@ -928,15 +1005,93 @@ def test_argument_errors_with_the_devices_types_and_messages():
     assert torch.neuron.get_device_name(1) == "neuron:1"
 
 
+_EVENT_KINDS = {
+    "torch.neuron.Event": lambda timing: torch.neuron.Event(enable_timing=timing),
+    "torch_neuronx.Event": lambda timing: torch_neuronx.Event(enable_timing=timing),
+    "torch.Event": lambda timing: torch.Event("neuron", enable_timing=timing),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_EVENT_KINDS))
+def test_elapsed_time_misuse_raises_cudas_exception_and_words(kind):
+    # PyTorch raises these as ValueError for CUDA events (c10::cuda::CUDAEvent) and for every
+    # torch.Event (c10::impl::InlineEvent, which checks before asking the backend); code
+    # written for torch.cuda.Event catches the same type here.
+    make = _EVENT_KINDS[kind]
+    untimed = make(False), make(False)
+    for e in untimed:
+        e.record()
+    timed = make(True), make(True)
+    for a, b in ((untimed[0], untimed[1]), (timed[0], untimed[1]), (untimed[0], timed[0])):
+        with pytest.raises(ValueError,
+                           match=re.escape("Both events must be created with argument 'enable_timing=True'.")) as err:
+            a.elapsed_time(b)
+        assert type(err.value) is ValueError
+    timed[0].record()
+    for a, b in ((timed[0], timed[1]), (timed[1], timed[0])):
+        with pytest.raises(ValueError,
+                           match=re.escape("Both events must be recorded before calculating elapsed time.")) as err:
+            a.elapsed_time(b)
+        assert type(err.value) is ValueError
+    timed[1].record()
+    other = torch.Event("neuron", enable_timing=True)  # events of every kind time against each other
+    other.record()
+    assert timed[0].elapsed_time(timed[1]) >= 0 and timed[0].elapsed_time(other) >= 0
+    assert other.elapsed_time(timed[0]) <= 0
+
+
 def test_index_copy_broadcasts_the_source_as_the_device_does():
     idx = torch.tensor([0, 2])
+    rows = [[1.0] * 3, [0.0] * 3, [1.0] * 3, [0.0] * 3, [0.0] * 3]
     for source in (torch.ones(1, 3), torch.ones(3), torch.tensor(1.0)):
-        with pytest.raises((IndexError, RuntimeError)):
+        with pytest.raises(IndexError, match=r"index_copy_\(\)"):
             torch.zeros(5, 3).index_copy(0, idx, source)  # the CPU wants the slices' exact shape
-        got = torch.zeros(5, 3, device=D).index_copy(0, idx.to(D), source.to(D))
-        assert got.cpu().tolist() == [[1.0] * 3, [0.0] * 3, [1.0] * 3, [0.0] * 3, [0.0] * 3]
+        src = source.to(D)
+        for name, run in (
+            ("aten::index_copy", lambda: torch.zeros(5, 3, device=D).index_copy(0, idx.to(D), src)),
+            ("aten::index_copy_", lambda: torch.zeros(5, 3, device=D).index_copy_(0, idx.to(D), src)),
+            ("aten::index_copy.out", lambda: torch.index_copy(torch.zeros(5, 3, device=D), 0, idx.to(D), src,
+                                                              out=torch.empty(5, 3, device=D))),
+        ):
+            with track_neuron_ops() as ops:
+                got = run()
+            assert got.cpu().tolist() == rows, (name, tuple(source.shape))
+            assert name in ops.executed and ops.fallback == [], (name, ops.executed, ops.fallback)
     y = torch.zeros(5, 3, device=D)
     y.index_copy_(1, torch.tensor([1], device=D), torch.full((5, 1), 2.0, device=D))  # the exact shape still works
     assert y.cpu()[:, 1].tolist() == [2.0] * 5
-    with pytest.raises((IndexError, RuntimeError)):
-        y.index_copy_(0, idx.to(D), torch.ones(2, 2, device=D))  # does not broadcast: refused
+    with pytest.raises(RuntimeError, match="Source/destination tensor must have same slice shapes"):
+        y.index_copy_(0, idx.to(D), torch.ones(2, 2, device=D))  # does not broadcast: refused, in the CPU's words
+    assert y.cpu()[:, 1].tolist() == [2.0] * 5 and y.cpu()[:, 0].eq(0).all()  # left as it was
+
+
+def test_in_place_add_into_non_contiguous_tensors():
+    # add_ on a view writes through its strides, as on the CPU; add(out=) into a
+    # non-contiguous tensor is refused with the device's fallback error (the out tensor
+    # untouched), or under TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1 with the
+    # disabled-fallback error.
+    ac = torch.randn(4, 3)
+    a = ac.to(D)
+    for view in (lambda t: t[:, :3], lambda t: t.t()[:3].t()):
+        yc, y = torch.zeros(4, 4), torch.zeros(4, 4, device=D)
+        with track_neuron_ops() as ops:
+            view(y).add_(a, alpha=2)
+            view(y).add_(1)
+        view(yc).add_(ac, alpha=2)
+        view(yc).add_(1)
+        assert torch.equal(y.cpu(), yc)
+        assert "aten::add_.Tensor" in ops.executed and ops.fallback == []
+    out = torch.zeros(4, 4, device=D)
+    with pytest.raises(RuntimeError, match="^CPU fallback failed. Cannot copy result to output tensor which is not "
+                                           "contiguous"):
+        torch.add(a, a, out=out[:, :3])
+    torch_neuron_sim.tracking.set_fallback_only_for_unimplemented(True)
+    try:
+        with pytest.raises(RuntimeError, match="^CPU fallback disabled because TORCH_NEURONX_FALLBACK_ONLY_FOR_"
+                                               r"UNIMPLEMENTED_OPS=1. Operation aten::add.out failed to execute on "
+                                               r"Neuron \(last implementation: EmulatorKernel\)"):
+            torch.add(a, 1, out=out[:, :3])
+    finally:
+        torch_neuron_sim.tracking.set_fallback_only_for_unimplemented(False)
+    assert out.cpu().eq(0).all()
+    torch.add(a, 1, out=out[:, :3].contiguous())  # the process goes on

@@ -256,6 +256,46 @@ def test_native_set_is_table_driven():
     assert r.stdout.split() == ["True", "True", "True", "True", "torchneuron-2.14-beta+custom"]
 
 
+def _routing(op):
+    from torch_neuron_sim.testing import track_neuron_ops
+
+    x = torch.randn(8).to("neuron")
+    lo, hi = torch.full((8,), -0.5).to("neuron"), torch.full((8,), 0.5).to("neuron")
+    with track_neuron_ops() as ops:
+        if op == "clamp_":
+            x.clone().clamp_(lo, hi)  # tensor bounds
+        else:
+            torch.kron(x, x)
+    return sorted(set(ops.executed)), sorted(set(ops.fallback))
+
+
+@pytest.mark.parametrize("context", ["override([])", 'execution_path("fallback")', 'execution_path("native")'])
+def test_leaving_a_changed_native_set_restores_the_routing_of_every_op(context):
+    # The block registers device kernels for ops its table needs them for
+    # (clamp_.Tensor with no native clamp, kron made native); leaving it takes
+    # them away: clamp_ is again the composite reaching the native
+    # clamp.Tensor_out, kron again decomposes, as before the block.
+    from torch_neuron_sim.testing import execution_path
+
+    blocks = {"override([])": lambda: torch_neuron_sim.native_ops.override([]),
+              'execution_path("fallback")': lambda: execution_path("fallback"),
+              'execution_path("native")': lambda: execution_path("native", ["aten::kron"])}
+    kernels = lambda: sorted(torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1"))  # noqa: E731
+    table, registered = torch_neuron_sim.native_ops.current(), kernels()
+    before = {op: _routing(op) for op in ("clamp_", "kron")}
+    assert before == {"clamp_": (["aten::clamp.Tensor_out", "aten::clone", "aten::empty"], []),
+                      "kron": (["aten::mul.Tensor"], [])}
+    with blocks[context]():
+        inside = {op: _routing(op) for op in ("clamp_", "kron")}
+    if context == 'execution_path("native")':
+        assert inside["kron"] == (["aten::kron"], [])
+    else:
+        assert inside["clamp_"][1] == ["aten::clamp_.Tensor"]
+    assert {op: _routing(op) for op in ("clamp_", "kron")} == before
+    assert kernels() == registered
+    assert torch_neuron_sim.native_ops.current() == table
+
+
 def test_views_are_never_tracked(tracked):
     x = torch.randn(4, 4).to("neuron")
     x.t().reshape(16).unsqueeze(0).squeeze(0).expand(2, 16).narrow(1, 0, 4)

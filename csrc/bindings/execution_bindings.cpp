@@ -35,6 +35,7 @@ void registerExecutionBindings(py::module_& m) {
   m.def("_untracked_op_names", &untrackedOpNames);
   m.def("_register_native_kernels", &registerNativeKernels);
   m.def("_register_autograd_passthrough", &registerAutogradPassthrough);
+  m.def("_remove_native_kernels", &removeNativeKernels);
   m.def("_host_kernel_names", &hostKernelNames);
   // A device check that refuses every call of one op overload with a
   // ValueError carrying `message` (None removes it): for tests that see where

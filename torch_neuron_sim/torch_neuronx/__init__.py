@@ -85,9 +85,10 @@ class _CInternals:
     everything else is the emulator's own _C.
 
     Every copy between host and device goes through the two _nrt_copy_*
-    entry points once a test replaces one (torch_neuronx's
-    count_cpu_bounce_calls wraps them to count host bounces); until then the
-    copy path does not call into Python at all."""
+    entry points while a test has one replaced (torch_neuronx's
+    count_cpu_bounce_calls wraps them to count host bounces); otherwise, and
+    again once the originals are back (assigned back, deleted, or restored
+    by mock.patch), the copy path does not call into Python at all."""
 
     NeuronCachingAllocator = _NeuronCachingAllocator
     _nrt_copy_cpu_to_neuron_tensor = staticmethod(_copy_entry("cpu_to_neuron"))
@@ -135,14 +136,21 @@ class _CInternals:
         return getattr(_core, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        object.__setattr__(self, name, value)
+        if name in _COPY_ENTRIES and value is getattr(type(self), name):
+            # Restoring the original (count_cpu_bounce_calls restores by
+            # assignment): the entry point is no longer replaced.
+            self.__dict__.pop(name, None)
+        else:
+            object.__setattr__(self, name, value)
         if name in _COPY_ENTRIES:
             self._route()
 
     def __delattr__(self, name: str) -> None:
-        object.__delattr__(self, name)
         if name in _COPY_ENTRIES:
+            self.__dict__.pop(name, None)  # deleting a replacement restores the original
             self._route()
+        else:
+            object.__delattr__(self, name)
 
     def _route(self) -> None:
         # Route host<->device copies through Python only while an entry point is replaced.

@@ -17,6 +17,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 
 #include "aten/device/generator.h"
 #include "aten/device/guard.h"
@@ -320,14 +321,34 @@ void neuronKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* sta
   }
 }
 
+// Each op's registrations live in libraries of their own: destroying one
+// removes the op's kernel from the dispatcher, and the op is routed as it was
+// before (e.g. clamp_.Tensor back to its composite, which reaches the native
+// clamp.Tensor_out). native_ops.override() relies on it to restore the
+// routing it found.
+struct DirectKernel {
+  std::unique_ptr<torch::Library> kernel;       // PrivateUse1
+  std::unique_ptr<torch::Library> passthrough;  // AutogradPrivateUse1, if any
+};
+
+std::unordered_map<std::string, DirectKernel>& directKernels() {
+  static auto* kernels = new std::unordered_map<std::string, DirectKernel>();
+  return *kernels;
+}
+
+std::unique_ptr<torch::Library> implLibrary(c10::DispatchKey key) {
+  return std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
+}
+
 }  // namespace
 
 void registerNativeKernels(const std::vector<std::string>& names) {
-  static auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
-                                        __FILE__, __LINE__);
   for (const auto& n : names) {
-    if (std::optional<torch::CppFunction> unboxed = unboxedKernel(n)) lib->impl(n.c_str(), std::move(*unboxed));
-    else lib->impl(n.c_str(), torch::CppFunction::makeFromBoxedFunction<&neuronKernel>());
+    DirectKernel& d = directKernels()[n];
+    if (d.kernel) continue;
+    d.kernel = implLibrary(c10::DispatchKey::PrivateUse1);
+    if (std::optional<torch::CppFunction> unboxed = unboxedKernel(n)) d.kernel->impl(n.c_str(), std::move(*unboxed));
+    else d.kernel->impl(n.c_str(), torch::CppFunction::makeFromBoxedFunction<&neuronKernel>());
   }
 }
 
@@ -339,9 +360,16 @@ void runBoxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 // one_hot, index_select_backward): autograd passes them through to the
 // device's kernel, so their outputs carry no grad_fn, as on the device.
 void registerAutogradPassthrough(const std::vector<std::string>& names) {
-  static auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::AutogradPrivateUse1,
-                                        __FILE__, __LINE__);
-  for (const auto& n : names) lib->impl(n.c_str(), torch::CppFunction::makeFallthrough());
+  for (const auto& n : names) {
+    DirectKernel& d = directKernels()[n];
+    if (d.passthrough) continue;
+    d.passthrough = implLibrary(c10::DispatchKey::AutogradPrivateUse1);
+    d.passthrough->impl(n.c_str(), torch::CppFunction::makeFallthrough());
+  }
+}
+
+void removeNativeKernels(const std::vector<std::string>& names) {
+  for (const auto& n : names) directKernels().erase(n);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -16,6 +16,9 @@ namespace neuron_sim {
 void registerNativeKernels(const std::vector<std::string>& names);
 // Composite ops registered without an autograd formula: autograd passes them through.
 void registerAutogradPassthrough(const std::vector<std::string>& names);
+// Takes both registrations of these ops away: the dispatcher routes them as
+// before they were registered.
+void removeNativeKernels(const std::vector<std::string>& names);
 
 // One op through the boxed path (native or fallback), as the dispatcher
 // would run it: for the unboxed kernels' calls that are not the common case.

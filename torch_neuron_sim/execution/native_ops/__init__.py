@@ -196,11 +196,16 @@ def override(names: Iterable[str]) -> Iterator[None]:
         with native_ops.override([]):              # every op takes the fallback
         with native_ops.override(current() + ["aten::cumprod"]):
     """
-    saved, saved_version = current(), _state["version"]
-    _apply(sorted({n if "::" in n else f"aten::{n}" for n in names}), f"{saved_version}+override")
+    saved, saved_version, saved_registered = current(), _state["version"], set(_state["registered"])
     try:
+        _apply(sorted({n if "::" in n else f"aten::{n}" for n in names}), f"{saved_version}+override")
         yield
     finally:
+        # Kernels registered for the block go away: left in place, they would
+        # reroute ops for good (clamp_.Tensor would fall back under its own
+        # name instead of reaching the native clamp.Tensor_out).
+        _C._remove_native_kernels(sorted(_state["registered"] - saved_registered))
+        _state["registered"] = saved_registered
         _apply(saved, saved_version)
 
 
