@@ -59,7 +59,8 @@ def activation(dst: Any, op: Any = None, data: Any = None, bias: Any = None, sca
         raise fail(instr, f"op={fn!r} is not an activation function (nl.exp, nl.tanh, nl.copy, ...)")
     x = _read(instr, "data", data)
     _same_partitions(instr, dst, "dst", data, "data")
-    y = x * _scalar_or_column(instr, "scale", scale, data)
+    sc = _scalar_or_column(instr, "scale", scale, data)
+    y = x if isinstance(sc, float) and sc == 1.0 else x * sc  # x * 1.0 is x exactly: no pass for it
     if bias is not None:
         y = y + _scalar_or_column(instr, "bias", bias, data)
     y = fn.fn(y)

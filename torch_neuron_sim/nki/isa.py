@@ -17,7 +17,7 @@ import torch
 from . import launch as _launch
 from . import ops as _ops
 from .errors import fail, legacy
-from .memory import NkiTensor, allocate, psum, sbuf, view
+from .memory import NkiTensor, all_set, allocate, any_set, psum, sbuf, view
 from .compute import (  # noqa: F401  (the rest of nki.isa)
     activation, activation_reduce, affine_select, iota, range_select, tensor_reduce, tensor_scalar, tensor_tensor,
 )
@@ -173,25 +173,40 @@ def nc_matmul(dst: NkiTensor, stationary: Any = None, moving: Any = None, accumu
     _writable(instr, dst)
     s = stationary.t.reshape(k, m_size).float()
     m = moving.t.reshape(k, n_size).float()
-    product = (s.t() @ m).reshape(dst.shape)
     if accumulate is None:
         # Add where an accumulation is open; the common cases (none or all) without a select.
-        if dst.t.device.type == "meta" or not bool(dst.aux.any()):
+        if dst.t.device.type == "meta" or not any_set(dst.aux):
             accumulate = False
-        elif bool(dst.aux.all()):
+        elif all_set(dst.aux):
             accumulate = True
+    out = _matrix_view(dst.t, m_size, n_size) if dst.t.dtype == torch.float32 else None
+    if out is not None and accumulate is not None:
+        # fp32 PSUM seen as an M x N matrix: one matmul writes or adds into it, no temporary.
+        if accumulate:
+            out.addmm_(s.t(), m)
         else:
-            product = product + torch.where(dst.aux, dst.t.float(), torch.zeros((), device=product.device))
-    if accumulate and dst.t.dtype == torch.float32:
-        dst.t.add_(product)
-    elif accumulate:
-        dst.t.copy_(product + dst.t.float())
+            torch.mm(s.t(), m, out=out)
     else:
+        product = (s.t() @ m).reshape(dst.shape)
+        if accumulate is None:
+            product = product + torch.where(dst.aux, dst.t.float(), torch.zeros((), device=product.device))
+        elif accumulate:
+            product = product + dst.t.float()
         dst.t.copy_(product)
     dst.aux.fill_(True)
     launch = _launch.current()
     launch.count("tensor", n_size)
     launch.work.flops[_math_class(stationary.dtype, moving.dtype)] += 2.0 * k * m_size * n_size
+
+
+def _matrix_view(t: torch.Tensor, rows: int, cols: int) -> Optional[torch.Tensor]:
+    """t as a rows x cols matrix sharing its memory, or None when its strides do not allow one."""
+    if t.dim() == 2:
+        return t
+    try:
+        return t.view(rows, cols)
+    except RuntimeError:
+        return None
 
 
 def nc_transpose(dst: NkiTensor, data: Any = None, engine: Any = None, **kwargs: Any) -> Any:

@@ -16,7 +16,6 @@ kernel that reads memory it never wrote sees it."""
 from __future__ import annotations
 
 import math
-import weakref
 from typing import Any, Optional
 
 import torch
@@ -72,10 +71,22 @@ def _fill_uninitialized(t: torch.Tensor) -> None:
         t.fill_(UNINITIALIZED_INT)
 
 
+def any_set(mask: torch.Tensor) -> bool:
+    """mask.any() for a bool mask. Read as bytes: torch's reductions over bool
+    are an order of magnitude slower than over uint8."""
+    return bool(mask.view(torch.uint8).max()) if mask.numel() else False
+
+
+def all_set(mask: torch.Tensor) -> bool:
+    """mask.all() for a bool mask (as bytes, as any_set)."""
+    return bool(mask.view(torch.uint8).min()) if mask.numel() else True
+
+
 class Allocation:
     """One allocation (or one kernel argument): its bytes and its books."""
 
-    __slots__ = ("buffer", "name", "input_index", "mutable", "written", "acc", "unfilled", "__weakref__")
+    __slots__ = ("buffer", "name", "input_index", "mutable", "written", "acc", "unfilled", "charge",
+                 "__weakref__")
 
     def __init__(self, buffer: Buffer, name: str, input_index: int = -1, mutable: bool = True) -> None:
         self.buffer = buffer
@@ -87,6 +98,16 @@ class Allocation:
         # On-chip: the whole tensor, until its uninitialised fill is done. The fill waits for
         # the first access: a first write covering the whole tile makes it unnecessary.
         self.unfilled: Optional[torch.Tensor] = None
+        self.charge: Optional[tuple] = None  # on-chip: (launch, "sbuf" or "psum", amount), returned at death
+
+    def __del__(self) -> None:
+        # Cheaper than a weakref.finalize per tile, and run at the same moment (the last reference goes).
+        if self.charge is not None:
+            launch, kind, amount = self.charge
+            if kind == "sbuf":
+                launch.sbuf_used -= amount
+            else:
+                launch.psum_banks_used -= amount
 
     def touch(self, whole_write: bool = False) -> None:
         """Before an access: fill new memory with the uninitialised pattern, unless the
@@ -255,24 +276,14 @@ def _charge(launch: "_launch.Launch", buffer: Buffer, shape: tuple, dtype: torch
     return ("psum", banks)
 
 
-def _release(launch_ref: "weakref.ref", kind: str, amount: int) -> None:
-    launch = launch_ref()
-    if launch is None:
-        return
-    if kind == "sbuf":
-        launch.sbuf_used -= amount
-    else:
-        launch.psum_banks_used -= amount
-
-
 _names = [0]
 
 
 def allocate(shape: Any, dtype: Any, buffer: Any, name: Optional[str] = None, fill: Any = None) -> NkiTensor:
     launch = _launch.current()
-    buf = buffer_of(buffer)
-    shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
-    if not shape or any(s <= 0 for s in shape):
+    buf = buffer if isinstance(buffer, Buffer) else buffer_of(buffer)
+    shape = tuple(map(int, shape)) if isinstance(shape, (tuple, list)) else (int(shape),)
+    if not shape or min(shape) <= 0:
         raise fail("nl.ndarray", f"shape {shape} of '{name or 'tensor'}': every dimension must be positive")
     dt = torch_dtype(dtype)
     if name is None:
@@ -281,7 +292,7 @@ def allocate(shape: Any, dtype: Any, buffer: Any, name: Optional[str] = None, fi
     alloc = Allocation(buf, name)
     if buf.on_chip:
         kind, amount = _charge(launch, buf, shape, dt, name)
-        weakref.finalize(alloc, _release, weakref.ref(launch), kind, amount)
+        alloc.charge = (launch, kind, amount)
     if buf.hbm:
         return _hbm_tensor(launch, buf, shape, dt, name, fill)
     t = torch.empty(shape, dtype=dt, device=launch.device)
