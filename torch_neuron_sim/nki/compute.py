@@ -112,14 +112,15 @@ def tensor_tensor(dst: Any, data1: Any = None, data2: Any = None, op: Any = None
                    "operand may be read from PSUM", "copy one of them to SBUF first")
     _gpsimd_no_psum(instr, eng, ("dst", dst), ("data1", data1), ("data2", data2))
     _same_partitions(instr, data1, "data1", data2, "data2")
-    if _free_elems(data1) != _free_elems(data2):
+    free = _free_elems(data1)
+    if free != _free_elems(data2):
         raise fail(instr, f"data1 {data1.shape} and data2 {data2.shape} differ in free size")
     a = _read(instr, "data1", data1)
     b = _read(instr, "data2", data2)
     if b.shape != a.shape:
         b = b.reshape(a.shape)
     _write(instr, dst, fn(a, b))
-    _launch.current().count(eng, _free_elems(data1))
+    _launch.current().count(eng, free)
 
 
 def tensor_scalar(dst: Any, data: Any = None, op0: Any = None, operand0: Any = None, reverse0: bool = False,
