@@ -17,7 +17,7 @@ import torch
 from . import launch as _launch
 from . import ops as _ops
 from .errors import fail, legacy
-from .memory import NkiTensor, all_set, allocate, any_set, psum, sbuf, view
+from .memory import NkiTensor, allocate, mark, marks, psum, sbuf, view
 from .compute import (  # noqa: F401  (the rest of nki.isa)
     activation, activation_reduce, affine_select, iota, range_select, tensor_reduce, tensor_scalar, tensor_tensor,
 )
@@ -108,8 +108,7 @@ def memset(dst: NkiTensor, value: Any, engine: Any = None, **kwargs: Any) -> Non
     _check_tensor(instr, "dst", dst, ("sbuf", "psum"), whole_write=True)
     _writable(instr, dst)
     dst.t.fill_(value)
-    if dst.aux is not None:
-        dst.aux.fill_(False)
+    mark(dst, False)
     _launch.current().count(eng, _free_elems(dst))
 
 
@@ -171,14 +170,12 @@ def nc_matmul(dst: NkiTensor, stationary: Any = None, moving: Any = None, accumu
     if dst.t.numel() != m_size * n_size or dst.shape[0] != m_size:
         raise fail(instr, f"dst '{dst.name}' has shape {dst.shape}; the product is ({m_size}, {n_size})")
     _writable(instr, dst)
-    s = stationary.t.reshape(k, m_size).float()
-    m = moving.t.reshape(k, n_size).float()
+    s, m = _operand_matrix(stationary.t, k, m_size), _operand_matrix(moving.t, k, n_size)
     if accumulate is None:
         # Add where an accumulation is open; the common cases (none or all) without a select.
-        if dst.t.device.type == "meta" or not any_set(dst.aux):
+        accumulate = marks(dst)
+        if accumulate is None and dst.t.device.type == "meta":
             accumulate = False
-        elif all_set(dst.aux):
-            accumulate = True
     out = _matrix_view(dst.t, m_size, n_size) if dst.t.dtype == torch.float32 else None
     if out is not None and accumulate is not None:
         # fp32 PSUM seen as an M x N matrix: one matmul writes or adds into it, no temporary.
@@ -193,10 +190,17 @@ def nc_matmul(dst: NkiTensor, stationary: Any = None, moving: Any = None, accumu
         elif accumulate:
             product = product + dst.t.float()
         dst.t.copy_(product)
-    dst.aux.fill_(True)
+    mark(dst, True)
     launch = _launch.current()
     launch.count("tensor", n_size)
     launch.work.flops[_math_class(stationary.dtype, moving.dtype)] += 2.0 * k * m_size * n_size
+
+
+def _operand_matrix(t: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """A matmul operand as a rows x cols fp32 matrix (a view when it is one already)."""
+    if t.dim() != 2:
+        t = t.reshape(rows, cols)
+    return t if t.dtype is torch.float32 else t.float()
 
 
 def _matrix_view(t: torch.Tensor, rows: int, cols: int) -> Optional[torch.Tensor]:

@@ -71,21 +71,10 @@ def _fill_uninitialized(t: torch.Tensor) -> None:
         t.fill_(UNINITIALIZED_INT)
 
 
-def any_set(mask: torch.Tensor) -> bool:
-    """mask.any() for a bool mask. Read as bytes: torch's reductions over bool
-    are an order of magnitude slower than over uint8."""
-    return bool(mask.view(torch.uint8).max()) if mask.numel() else False
-
-
-def all_set(mask: torch.Tensor) -> bool:
-    """mask.all() for a bool mask (as bytes, as any_set)."""
-    return bool(mask.view(torch.uint8).min()) if mask.numel() else True
-
-
 class Allocation:
     """One allocation (or one kernel argument): its bytes and its books."""
 
-    __slots__ = ("buffer", "name", "input_index", "mutable", "written", "acc", "unfilled", "charge",
+    __slots__ = ("buffer", "name", "input_index", "mutable", "written", "acc", "marked", "unfilled", "charge",
                  "__weakref__")
 
     def __init__(self, buffer: Buffer, name: str, input_index: int = -1, mutable: bool = True) -> None:
@@ -95,6 +84,9 @@ class Allocation:
         self.mutable = mutable
         self.written: Optional[torch.Tensor] = None  # HBM: which elements the kernel wrote
         self.acc: Optional[torch.Tensor] = None      # PSUM: which elements hold an open accumulation
+        # What `written` / `acc` hold over the whole allocation: True (all set), False (none), None (mixed):
+        # the usual whole-tile cases then need neither a reduction nor a fill.
+        self.marked: Optional[bool] = None
         # On-chip: the whole tensor, until its uninitialised fill is done. The fill waits for
         # the first access: a first write covering the whole tile makes it unnecessary.
         self.unfilled: Optional[torch.Tensor] = None
@@ -116,6 +108,35 @@ class Allocation:
             if not whole_write:
                 _fill_uninitialized(self.unfilled)
             self.unfilled = None
+
+
+def mark(x: "NkiTensor", value: bool) -> None:
+    """Sets x's books over its elements (HBM: written; PSUM: accumulation open)."""
+    aux = x.aux
+    if aux is None:
+        return
+    a = x.alloc
+    if a.marked is value:
+        return  # already so everywhere
+    aux.fill_(value)
+    books = a.acc if a.acc is not None else a.written
+    a.marked = value if aux.numel() == books.numel() else None
+
+
+def marks(x: "NkiTensor") -> Optional[bool]:
+    """Whether x's books are set on all of its elements (True), on none (False) or on some (None)."""
+    state = x.alloc.marked
+    if state is not None:
+        return state
+    aux = x.aux
+    if aux.device.type == "meta":
+        return None
+    if not aux.numel():
+        return False
+    # As bytes: torch's reductions over bool are an order of magnitude slower than over uint8.
+    lo, hi = torch.aminmax(aux.view(torch.uint8))
+    lo, hi = bool(lo), bool(hi)
+    return lo if lo == hi else None
 
 
 class NkiTensor:
@@ -303,6 +324,7 @@ def allocate(shape: Any, dtype: Any, buffer: Any, name: Optional[str] = None, fi
     aux = None
     if buf is psum:
         alloc.acc = torch.zeros(shape, dtype=torch.bool, device=launch.device)
+        alloc.marked = False
         aux = alloc.acc
     return NkiTensor(t, alloc, aux)
 
@@ -332,6 +354,7 @@ def _hbm_tensor(launch: "_launch.Launch", buf: Buffer, shape: tuple, dt: torch.d
         t.fill_(fill)
     alloc = Allocation(buf, name)
     alloc.written = torch.full(shape, fill is not None, dtype=torch.bool, device=t.device)
+    alloc.marked = fill is not None
     out = NkiTensor(t, alloc, alloc.written)
     if buf is shared_hbm and launch.grid:
         launch.shared.append(out)

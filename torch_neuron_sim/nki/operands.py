@@ -15,7 +15,7 @@ import torch
 from . import launch as _launch
 from . import ops as _ops
 from .errors import fail, legacy
-from .memory import NkiTensor, allocate, psum, sbuf
+from .memory import NkiTensor, allocate, mark, psum, sbuf
 
 
 class engine(enum.Enum):
@@ -92,7 +92,7 @@ def _check_tensor(instr: str, operand: str, x: Any, spaces: Sequence[str], hint:
 def _read(instr: str, operand: str, x: Any, spaces: Sequence[str] = ("sbuf", "psum")) -> torch.Tensor:
     _check_tensor(instr, operand, x, spaces)
     if x.aux is not None and x.alloc.buffer is psum:
-        x.aux.fill_(False)  # reading a PSUM result closes its accumulation group
+        mark(x, False)  # reading a PSUM result closes its accumulation group
     t = x.t
     return t if t.dtype is torch.float32 else t.float()
 
@@ -148,7 +148,7 @@ def _write(instr: str, dst: Any, values: torch.Tensor, spaces: Sequence[str] = (
     t.copy_(values)  # rounds to the destination's dtype
     if dst.aux is not None:
         # HBM: these elements are written; PSUM: a plain write leaves no accumulation open.
-        dst.aux.fill_(dst.alloc.buffer is not psum)
+        mark(dst, dst.alloc.buffer is not psum)
 
 
 def _same_partitions(instr: str, a: NkiTensor, an: str, b: NkiTensor, bn: str) -> None:
