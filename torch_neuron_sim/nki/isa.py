@@ -153,8 +153,8 @@ def nc_matmul(dst: NkiTensor, stationary: Any = None, moving: Any = None, accumu
     # New PSUM needs no uninitialised fill unless the product is added to it (accumulate=True).
     _check_tensor(instr, "dst", dst, ("psum",), hint="TensorE writes its result to PSUM",
                   whole_write=accumulate is not True)
-    k = stationary.shape[0]
-    if moving.shape[0] != k:
+    k = stationary.t.shape[0]
+    if moving.t.shape[0] != k:
         raise fail(instr, f"partition dimension mismatch: stationary has {k} partitions (K), moving has "
                    f"{moving.shape[0]}", "both operands hold the contraction dimension K on the partitions")
     m_size, n_size = _free_elems(stationary), _free_elems(moving)
@@ -167,7 +167,7 @@ def nc_matmul(dst: NkiTensor, stationary: Any = None, moving: Any = None, accumu
                    f"({lim.generation})", f"tile N by {n_max}")
     if not (stationary.dtype.is_floating_point and moving.dtype.is_floating_point):
         raise fail(instr, f"operands must be floating point, got stationary {stationary.dtype}, moving {moving.dtype}")
-    if dst.t.numel() != m_size * n_size or dst.shape[0] != m_size:
+    if dst.t.numel() != m_size * n_size or dst.t.shape[0] != m_size:
         raise fail(instr, f"dst '{dst.name}' has shape {dst.shape}; the product is ({m_size}, {n_size})")
     _writable(instr, dst)
     s, m = _operand_matrix(stationary.t, k, m_size), _operand_matrix(moving.t, k, n_size)
@@ -227,7 +227,7 @@ def nc_transpose(dst: NkiTensor, data: Any = None, engine: Any = None, **kwargs:
     eng = _engine_name(engine, "tensor" if dst.buffer is psum and data.buffer is sbuf else "vector")
     if data.ndim != 2 and _free_elems(data) * data.shape[0] != data.t.numel():
         raise fail(instr, f"data must be a 2-D tile, got {data.shape}")
-    p, f = data.shape[0], _free_elems(data)
+    p, f = data.t.shape[0], _free_elems(data)
     if eng == "tensor":
         _check_tensor(instr, "data", data, ("sbuf",), hint="a TensorE transpose reads SBUF")
         _check_tensor(instr, "dst", dst, ("psum",), hint="a TensorE transpose writes PSUM")

@@ -91,6 +91,11 @@ def _check_tensor(instr: str, operand: str, x: Any, spaces: Sequence[str], hint:
 
 def _read(instr: str, operand: str, x: Any, spaces: Sequence[str] = ("sbuf", "psum")) -> torch.Tensor:
     _check_tensor(instr, operand, x, spaces)
+    return _values(x)
+
+
+def _values(x: NkiTensor) -> torch.Tensor:
+    """The values of an operand already checked, in fp32."""
     if x.aux is not None and x.alloc.buffer is psum:
         mark(x, False)  # reading a PSUM result closes its accumulation group
     t = x.t
@@ -152,7 +157,7 @@ def _write(instr: str, dst: Any, values: torch.Tensor, spaces: Sequence[str] = (
 
 
 def _same_partitions(instr: str, a: NkiTensor, an: str, b: NkiTensor, bn: str) -> None:
-    if a.shape[0] != b.shape[0]:
+    if a.t.shape[0] != b.t.shape[0]:
         raise fail(instr, f"partition dimension mismatch: {an} has {a.shape[0]} partitions, {bn} has "
                    f"{b.shape[0]}", "operands of one instruction cover the same partitions")
 
@@ -199,10 +204,10 @@ def _reduce_fn(instr: str, op: Any) -> Any:
 def _scalar_or_column(instr: str, operand: str, v: Any, data: NkiTensor) -> Any:
     if isinstance(v, NkiTensor):
         t = _read(instr, operand, v)
-        if v.shape[0] != data.shape[0] or _free_elems(v) != 1:
+        if v.t.shape[0] != data.t.shape[0] or _free_elems(v) != 1:
             raise fail(instr, f"{operand} '{v.name}' has shape {v.shape}; a per-partition operand has shape "
                        f"({data.shape[0]}, 1)")
-        return t.reshape((data.shape[0],) + (1,) * (data.ndim - 1))
+        return t.reshape((data.t.shape[0],) + (1,) * (data.t.dim() - 1))
     return float(v)
 
 
