@@ -217,11 +217,41 @@ def _index_parts(index: Any) -> tuple:
     return index if isinstance(index, tuple) else (index,)
 
 
+def _plain_key(shape: Any, parts: tuple) -> Optional[tuple]:
+    """`parts` when it is the usual index (ints and unit-step slices with bounds inside
+    the tensor, at most one per dimension), usable as it is; None for everything else,
+    which view() resolves and checks in full."""
+    if len(parts) > len(shape):
+        return None
+    for p, size in zip(parts, shape):
+        kind = type(p)
+        if kind is slice:
+            if p.step is not None and p.step != 1:
+                return None
+            start, stop = p.start, p.stop
+            if start is None:
+                start = 0
+            elif type(start) is not int:
+                return None
+            if stop is None:
+                stop = size
+            elif type(stop) is not int:
+                return None
+            if not 0 <= start <= stop <= size:
+                return None
+        elif kind is not int or not 0 <= p < size:
+            return None
+    return parts
+
+
 def view(x: NkiTensor, index: Any, instruction: str) -> NkiTensor:
     """x[index] for ints, slices and `...`; an index outside the tensor gives
     a view of the part inside it, marked out of bounds (dma_copy with
     oob_mode.skip copies that part; everything else raises)."""
     parts = _index_parts(index)
+    key = _plain_key(x.t.shape, parts)
+    if key is not None:
+        return NkiTensor(x.t[key], x.alloc, x.aux[key] if x.aux is not None else None, x.oob)
     if any(isinstance(p, AffineIndex) for p in parts):
         parts = affine_to_slices(parts, x.ndim)
     if sum(1 for p in parts if p is Ellipsis) > 1:
