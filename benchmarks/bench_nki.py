@@ -6,14 +6,14 @@ examples/nki/flash_attention.py at S = 2048, D = 128 (one head) against
 scaled_dot_product_attention. The kernels run on `neuron` tensors through
 torch_neuronx.wrap_nki, checks and cost accounting included. A table gives
 the simulator's own cost per instruction (a kernel of many tiny
-instructions).
+instructions), its median against the aim of 30 µs.
 
 Usage: python benchmarks/bench_nki.py [--repeats N] [--threads T]
 """
 from __future__ import annotations
 
 import importlib.util
-import math
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -25,6 +25,7 @@ import torch_neuron_sim
 from timing import Row, Table, cli, ratio
 
 GROUP, OVERHEAD_GROUP = "nki", "nki-overhead"
+AIM_US_PER_INSTRUCTION = 30  # the simulator's own cost of one instruction on a tiny tile
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "nki"
 
 
@@ -75,13 +76,16 @@ def run(repeats: int = 5) -> list:
     many = wrap_nki(_tiny_instructions_kernel(count))
     x = torch.zeros(1, device="neuron")
     many(x)
-    best = math.inf
+    per_instruction = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         many(x)
-        best = min(best, (time.perf_counter() - t0) / (count + 2))
-    table = Table(OVERHEAD_GROUP, ["kernel", "µs per instruction (best)", "aim"])
-    table.add(f"{count} tensor_tensor on 1x1 tiles", f"{best * 1e6:.1f}", f"≤ 30 ({'ok' if best <= 30e-6 else 'missed'})")
+        per_instruction.append((time.perf_counter() - t0) / (count + 2))
+    # As the ratio rows: the verdict reads the median, one lucky run does not meet the aim.
+    median, best = statistics.median(per_instruction), min(per_instruction)
+    table = Table(OVERHEAD_GROUP, ["kernel", "µs per instruction (median)", "best", "aim"])
+    table.add(f"{count} tensor_tensor on 1x1 tiles", f"{median * 1e6:.1f}", f"{best * 1e6:.1f}",
+              f"≤ {AIM_US_PER_INSTRUCTION} µs ({'ok' if median * 1e6 <= AIM_US_PER_INSTRUCTION else 'missed'})")
     rows.append(table)
     return rows
 

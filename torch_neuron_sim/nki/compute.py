@@ -28,6 +28,7 @@ from .operands import (
     _reduce_fn,
     _same_partitions,
     _scalar_or_column,
+    _values,
     _space,
     _writable,
     _write,
@@ -59,7 +60,8 @@ def activation(dst: Any, op: Any = None, data: Any = None, bias: Any = None, sca
         raise fail(instr, f"op={fn!r} is not an activation function (nl.exp, nl.tanh, nl.copy, ...)")
     x = _read(instr, "data", data)
     _same_partitions(instr, dst, "dst", data, "data")
-    y = x * _scalar_or_column(instr, "scale", scale, data)
+    sc = _scalar_or_column(instr, "scale", scale, data)
+    y = x if isinstance(sc, float) and sc == 1.0 else x * sc  # x * 1.0 is x exactly: no pass for it
     if bias is not None:
         y = y + _scalar_or_column(instr, "bias", bias, data)
     y = fn.fn(y)
@@ -70,7 +72,7 @@ def activation(dst: Any, op: Any = None, data: Any = None, bias: Any = None, sca
         if reduce_op is not None and _op(instr, reduce_op, "reduce_op").name != "add":
             raise fail(instr, f"reduce_op={reduce_op!r}: the Scalar Engine's registers only add",
                        "reduce with nisa.tensor_reduce for max/min")
-        p = data.shape[0]
+        p = data.t.shape[0]
         regs = getattr(launch, "reduce_regs", None)
         if regs is None or regs.shape[0] < p:
             regs = launch.reduce_regs = torch.zeros(launch.limits.pmax, device=y.device)
@@ -79,7 +81,7 @@ def activation(dst: Any, op: Any = None, data: Any = None, bias: Any = None, sca
         if cmd in ("reduce", "reset_reduce") or (reduce_res is not None and cmd == "idle"):
             regs[:p] += y.reshape(p, -1).sum(1)
         if reduce_res is not None:
-            if reduce_res.shape[0] != p or _free_elems(reduce_res) != 1:
+            if reduce_res.t.shape[0] != p or _free_elems(reduce_res) != 1:
                 raise fail(instr, f"reduce_res '{reduce_res.name}' has shape {reduce_res.shape}; it holds one "
                            f"value per partition: ({p}, 1)")
             _write(instr, reduce_res, regs[:p].reshape(reduce_res.shape), operand="reduce_res")
@@ -111,14 +113,14 @@ def tensor_tensor(dst: Any, data1: Any = None, data2: Any = None, op: Any = None
                    "operand may be read from PSUM", "copy one of them to SBUF first")
     _gpsimd_no_psum(instr, eng, ("dst", dst), ("data1", data1), ("data2", data2))
     _same_partitions(instr, data1, "data1", data2, "data2")
-    if _free_elems(data1) != _free_elems(data2):
+    free = _free_elems(data1)
+    if free != _free_elems(data2):
         raise fail(instr, f"data1 {data1.shape} and data2 {data2.shape} differ in free size")
-    a = _read(instr, "data1", data1)
-    b = _read(instr, "data2", data2)
+    a, b = _values(data1), _values(data2)  # both checked above
     if b.shape != a.shape:
         b = b.reshape(a.shape)
     _write(instr, dst, fn(a, b))
-    _launch.current().count(eng, _free_elems(data1))
+    _launch.current().count(eng, free)
 
 
 def tensor_scalar(dst: Any, data: Any = None, op0: Any = None, operand0: Any = None, reverse0: bool = False,

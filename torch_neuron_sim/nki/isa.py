@@ -17,7 +17,7 @@ import torch
 from . import launch as _launch
 from . import ops as _ops
 from .errors import fail, legacy
-from .memory import NkiTensor, allocate, psum, sbuf, view
+from .memory import NkiTensor, allocate, mark, marks, psum, sbuf, view
 from .compute import (  # noqa: F401  (the rest of nki.isa)
     activation, activation_reduce, affine_select, iota, range_select, tensor_reduce, tensor_scalar, tensor_tensor,
 )
@@ -108,8 +108,7 @@ def memset(dst: NkiTensor, value: Any, engine: Any = None, **kwargs: Any) -> Non
     _check_tensor(instr, "dst", dst, ("sbuf", "psum"), whole_write=True)
     _writable(instr, dst)
     dst.t.fill_(value)
-    if dst.aux is not None:
-        dst.aux.fill_(False)
+    mark(dst, False)
     _launch.current().count(eng, _free_elems(dst))
 
 
@@ -154,8 +153,8 @@ def nc_matmul(dst: NkiTensor, stationary: Any = None, moving: Any = None, accumu
     # New PSUM needs no uninitialised fill unless the product is added to it (accumulate=True).
     _check_tensor(instr, "dst", dst, ("psum",), hint="TensorE writes its result to PSUM",
                   whole_write=accumulate is not True)
-    k = stationary.shape[0]
-    if moving.shape[0] != k:
+    k = stationary.t.shape[0]
+    if moving.t.shape[0] != k:
         raise fail(instr, f"partition dimension mismatch: stationary has {k} partitions (K), moving has "
                    f"{moving.shape[0]}", "both operands hold the contraction dimension K on the partitions")
     m_size, n_size = _free_elems(stationary), _free_elems(moving)
@@ -168,30 +167,50 @@ def nc_matmul(dst: NkiTensor, stationary: Any = None, moving: Any = None, accumu
                    f"({lim.generation})", f"tile N by {n_max}")
     if not (stationary.dtype.is_floating_point and moving.dtype.is_floating_point):
         raise fail(instr, f"operands must be floating point, got stationary {stationary.dtype}, moving {moving.dtype}")
-    if dst.t.numel() != m_size * n_size or dst.shape[0] != m_size:
+    if dst.t.numel() != m_size * n_size or dst.t.shape[0] != m_size:
         raise fail(instr, f"dst '{dst.name}' has shape {dst.shape}; the product is ({m_size}, {n_size})")
     _writable(instr, dst)
-    s = stationary.t.reshape(k, m_size).float()
-    m = moving.t.reshape(k, n_size).float()
-    product = (s.t() @ m).reshape(dst.shape)
+    s, m = _operand_matrix(stationary.t, k, m_size), _operand_matrix(moving.t, k, n_size)
     if accumulate is None:
         # Add where an accumulation is open; the common cases (none or all) without a select.
-        if dst.t.device.type == "meta" or not bool(dst.aux.any()):
+        accumulate = marks(dst)
+        if accumulate is None and dst.t.device.type == "meta":
             accumulate = False
-        elif bool(dst.aux.all()):
-            accumulate = True
+    out = _matrix_view(dst.t, m_size, n_size) if dst.t.dtype == torch.float32 else None
+    if out is not None and accumulate is not None:
+        # fp32 PSUM seen as an M x N matrix: one matmul writes or adds into it, no temporary.
+        if accumulate:
+            out.addmm_(s.t(), m)
         else:
-            product = product + torch.where(dst.aux, dst.t.float(), torch.zeros((), device=product.device))
-    if accumulate and dst.t.dtype == torch.float32:
-        dst.t.add_(product)
-    elif accumulate:
-        dst.t.copy_(product + dst.t.float())
+            torch.mm(s.t(), m, out=out)
     else:
+        product = (s.t() @ m).reshape(dst.shape)
+        if accumulate is None:
+            product = product + torch.where(dst.aux, dst.t.float(), torch.zeros((), device=product.device))
+        elif accumulate:
+            product = product + dst.t.float()
         dst.t.copy_(product)
-    dst.aux.fill_(True)
+    mark(dst, True)
     launch = _launch.current()
     launch.count("tensor", n_size)
     launch.work.flops[_math_class(stationary.dtype, moving.dtype)] += 2.0 * k * m_size * n_size
+
+
+def _operand_matrix(t: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """A matmul operand as a rows x cols fp32 matrix (a view when it is one already)."""
+    if t.dim() != 2:
+        t = t.reshape(rows, cols)
+    return t if t.dtype is torch.float32 else t.float()
+
+
+def _matrix_view(t: torch.Tensor, rows: int, cols: int) -> Optional[torch.Tensor]:
+    """t as a rows x cols matrix sharing its memory, or None when its strides do not allow one."""
+    if t.dim() == 2:
+        return t
+    try:
+        return t.view(rows, cols)
+    except RuntimeError:
+        return None
 
 
 def nc_transpose(dst: NkiTensor, data: Any = None, engine: Any = None, **kwargs: Any) -> Any:
@@ -208,7 +227,7 @@ def nc_transpose(dst: NkiTensor, data: Any = None, engine: Any = None, **kwargs:
     eng = _engine_name(engine, "tensor" if dst.buffer is psum and data.buffer is sbuf else "vector")
     if data.ndim != 2 and _free_elems(data) * data.shape[0] != data.t.numel():
         raise fail(instr, f"data must be a 2-D tile, got {data.shape}")
-    p, f = data.shape[0], _free_elems(data)
+    p, f = data.t.shape[0], _free_elems(data)
     if eng == "tensor":
         _check_tensor(instr, "data", data, ("sbuf",), hint="a TensorE transpose reads SBUF")
         _check_tensor(instr, "dst", dst, ("psum",), hint="a TensorE transpose writes PSUM")

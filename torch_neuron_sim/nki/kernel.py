@@ -18,7 +18,7 @@ import torch
 from . import launch as _launch
 from .errors import NKIError, fail
 from .limits import Limits, active_limits
-from .memory import NkiTensor, argument
+from .memory import NkiTensor, argument, marks
 
 
 def _grid(grid: Any) -> tuple:
@@ -125,7 +125,7 @@ def _outputs(name: str, result: Any, callers: dict) -> tuple:
             if x.alloc.input_index >= 0:
                 t = callers[id(x.t)] if id(x.t) in callers else x.t
             else:
-                if x.alloc.written is not None and x.t.device.type != "meta" and not bool(x.alloc.written.any()):
+                if x.alloc.written is not None and x.t.device.type != "meta" and marks(x) is False:
                     raise fail("return", f"output '{x.name}' {x.shape} is never written by the kernel",
                                "store results into it (nl.store / nisa.dma_copy) before returning it")
                 t = x.t

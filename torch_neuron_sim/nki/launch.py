@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+import torch
+
 from .errors import NKIError
 from .limits import Limits
 from .state import current_or_none, set_current
@@ -45,7 +47,8 @@ class Launch:
         self.kernel_name = kernel_name
         self.limits = limits
         self.grid = grid
-        self.device = device          # where tiles live: "cpu", or "meta" when only shapes are wanted
+        # Where tiles live: "cpu", or "meta" when only shapes are wanted (a torch.device: not parsed per tile).
+        self.device = torch.device(device)
         self.check_capacity = check_capacity
         self.program = (0,) * len(grid)
         self.sbuf_used = 0            # bytes per partition

@@ -16,7 +16,6 @@ kernel that reads memory it never wrote sees it."""
 from __future__ import annotations
 
 import math
-import weakref
 from typing import Any, Optional
 
 import torch
@@ -75,7 +74,8 @@ def _fill_uninitialized(t: torch.Tensor) -> None:
 class Allocation:
     """One allocation (or one kernel argument): its bytes and its books."""
 
-    __slots__ = ("buffer", "name", "input_index", "mutable", "written", "acc", "unfilled", "__weakref__")
+    __slots__ = ("buffer", "name", "input_index", "mutable", "written", "acc", "marked", "unfilled", "charge",
+                 "__weakref__")
 
     def __init__(self, buffer: Buffer, name: str, input_index: int = -1, mutable: bool = True) -> None:
         self.buffer = buffer
@@ -84,9 +84,22 @@ class Allocation:
         self.mutable = mutable
         self.written: Optional[torch.Tensor] = None  # HBM: which elements the kernel wrote
         self.acc: Optional[torch.Tensor] = None      # PSUM: which elements hold an open accumulation
+        # What `written` / `acc` hold over the whole allocation: True (all set), False (none), None (mixed):
+        # the usual whole-tile cases then need neither a reduction nor a fill.
+        self.marked: Optional[bool] = None
         # On-chip: the whole tensor, until its uninitialised fill is done. The fill waits for
         # the first access: a first write covering the whole tile makes it unnecessary.
         self.unfilled: Optional[torch.Tensor] = None
+        self.charge: Optional[tuple] = None  # on-chip: (launch, "sbuf" or "psum", amount), returned at death
+
+    def __del__(self) -> None:
+        # Cheaper than a weakref.finalize per tile, and run at the same moment (the last reference goes).
+        if self.charge is not None:
+            launch, kind, amount = self.charge
+            if kind == "sbuf":
+                launch.sbuf_used -= amount
+            else:
+                launch.psum_banks_used -= amount
 
     def touch(self, whole_write: bool = False) -> None:
         """Before an access: fill new memory with the uninitialised pattern, unless the
@@ -95,6 +108,35 @@ class Allocation:
             if not whole_write:
                 _fill_uninitialized(self.unfilled)
             self.unfilled = None
+
+
+def mark(x: "NkiTensor", value: bool) -> None:
+    """Sets x's books over its elements (HBM: written; PSUM: accumulation open)."""
+    aux = x.aux
+    if aux is None:
+        return
+    a = x.alloc
+    if a.marked is value:
+        return  # already so everywhere
+    aux.fill_(value)
+    books = a.acc if a.acc is not None else a.written
+    a.marked = value if aux.numel() == books.numel() else None
+
+
+def marks(x: "NkiTensor") -> Optional[bool]:
+    """Whether x's books are set on all of its elements (True), on none (False) or on some (None)."""
+    state = x.alloc.marked
+    if state is not None:
+        return state
+    aux = x.aux
+    if aux.device.type == "meta":
+        return None
+    if not aux.numel():
+        return False
+    # As bytes: torch's reductions over bool are an order of magnitude slower than over uint8.
+    lo, hi = torch.aminmax(aux.view(torch.uint8))
+    lo, hi = bool(lo), bool(hi)
+    return lo if lo == hi else None
 
 
 class NkiTensor:
@@ -175,11 +217,41 @@ def _index_parts(index: Any) -> tuple:
     return index if isinstance(index, tuple) else (index,)
 
 
+def _plain_key(shape: Any, parts: tuple) -> Optional[tuple]:
+    """`parts` when it is the usual index (ints and unit-step slices with bounds inside
+    the tensor, at most one per dimension), usable as it is; None for everything else,
+    which view() resolves and checks in full."""
+    if len(parts) > len(shape):
+        return None
+    for p, size in zip(parts, shape):
+        kind = type(p)
+        if kind is slice:
+            if p.step is not None and p.step != 1:
+                return None
+            start, stop = p.start, p.stop
+            if start is None:
+                start = 0
+            elif type(start) is not int:
+                return None
+            if stop is None:
+                stop = size
+            elif type(stop) is not int:
+                return None
+            if not 0 <= start <= stop <= size:
+                return None
+        elif kind is not int or not 0 <= p < size:
+            return None
+    return parts
+
+
 def view(x: NkiTensor, index: Any, instruction: str) -> NkiTensor:
     """x[index] for ints, slices and `...`; an index outside the tensor gives
     a view of the part inside it, marked out of bounds (dma_copy with
     oob_mode.skip copies that part; everything else raises)."""
     parts = _index_parts(index)
+    key = _plain_key(x.t.shape, parts)
+    if key is not None:
+        return NkiTensor(x.t[key], x.alloc, x.aux[key] if x.aux is not None else None, x.oob)
     if any(isinstance(p, AffineIndex) for p in parts):
         parts = affine_to_slices(parts, x.ndim)
     if sum(1 for p in parts if p is Ellipsis) > 1:
@@ -255,24 +327,14 @@ def _charge(launch: "_launch.Launch", buffer: Buffer, shape: tuple, dtype: torch
     return ("psum", banks)
 
 
-def _release(launch_ref: "weakref.ref", kind: str, amount: int) -> None:
-    launch = launch_ref()
-    if launch is None:
-        return
-    if kind == "sbuf":
-        launch.sbuf_used -= amount
-    else:
-        launch.psum_banks_used -= amount
-
-
 _names = [0]
 
 
 def allocate(shape: Any, dtype: Any, buffer: Any, name: Optional[str] = None, fill: Any = None) -> NkiTensor:
     launch = _launch.current()
-    buf = buffer_of(buffer)
-    shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
-    if not shape or any(s <= 0 for s in shape):
+    buf = buffer if isinstance(buffer, Buffer) else buffer_of(buffer)
+    shape = tuple(map(int, shape)) if isinstance(shape, (tuple, list)) else (int(shape),)
+    if not shape or min(shape) <= 0:
         raise fail("nl.ndarray", f"shape {shape} of '{name or 'tensor'}': every dimension must be positive")
     dt = torch_dtype(dtype)
     if name is None:
@@ -281,7 +343,7 @@ def allocate(shape: Any, dtype: Any, buffer: Any, name: Optional[str] = None, fi
     alloc = Allocation(buf, name)
     if buf.on_chip:
         kind, amount = _charge(launch, buf, shape, dt, name)
-        weakref.finalize(alloc, _release, weakref.ref(launch), kind, amount)
+        alloc.charge = (launch, kind, amount)
     if buf.hbm:
         return _hbm_tensor(launch, buf, shape, dt, name, fill)
     t = torch.empty(shape, dtype=dt, device=launch.device)
@@ -292,6 +354,7 @@ def allocate(shape: Any, dtype: Any, buffer: Any, name: Optional[str] = None, fi
     aux = None
     if buf is psum:
         alloc.acc = torch.zeros(shape, dtype=torch.bool, device=launch.device)
+        alloc.marked = False
         aux = alloc.acc
     return NkiTensor(t, alloc, aux)
 
@@ -321,6 +384,7 @@ def _hbm_tensor(launch: "_launch.Launch", buf: Buffer, shape: tuple, dt: torch.d
         t.fill_(fill)
     alloc = Allocation(buf, name)
     alloc.written = torch.full(shape, fill is not None, dtype=torch.bool, device=t.device)
+    alloc.marked = fill is not None
     out = NkiTensor(t, alloc, alloc.written)
     if buf is shared_hbm and launch.grid:
         launch.shared.append(out)

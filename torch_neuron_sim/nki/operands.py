@@ -15,7 +15,7 @@ import torch
 from . import launch as _launch
 from . import ops as _ops
 from .errors import fail, legacy
-from .memory import NkiTensor, allocate, psum, sbuf
+from .memory import NkiTensor, allocate, mark, psum, sbuf
 
 
 class engine(enum.Enum):
@@ -91,14 +91,23 @@ def _check_tensor(instr: str, operand: str, x: Any, spaces: Sequence[str], hint:
 
 def _read(instr: str, operand: str, x: Any, spaces: Sequence[str] = ("sbuf", "psum")) -> torch.Tensor:
     _check_tensor(instr, operand, x, spaces)
-    if x.buffer is psum and x.aux is not None:
-        x.aux.fill_(False)  # reading a PSUM result closes its accumulation group
-    return x.t.float()
+    return _values(x)
+
+
+def _values(x: NkiTensor) -> torch.Tensor:
+    """The values of an operand already checked, in fp32."""
+    if x.aux is not None and x.alloc.buffer is psum:
+        mark(x, False)  # reading a PSUM result closes its accumulation group
+    t = x.t
+    return t if t.dtype is torch.float32 else t.float()
 
 
 def _free_elems(x: NkiTensor) -> int:
-    shape = x.t.shape
-    return math.prod(shape[1:]) if shape else 1
+    t = x.t
+    if t.dim() == 0:
+        return 1
+    p = t.shape[0]
+    return t.numel() // p if p else math.prod(t.shape[1:])
 
 
 def _free_axes(instr: str, axis: Any, x: NkiTensor) -> list:
@@ -132,23 +141,23 @@ def _writable(instr: str, dst: NkiTensor) -> None:
 def _write(instr: str, dst: Any, values: torch.Tensor, spaces: Sequence[str] = ("sbuf", "psum"),
            operand: str = "dst") -> None:
     _check_tensor(instr, operand, dst, spaces, whole_write=True)
-    _writable(instr, dst)
-    if tuple(values.shape) != dst.shape:
-        if values.numel() == dst.t.numel() and values.dim() and values.shape[0] == dst.shape[0]:
-            values = values.reshape(dst.shape)
+    if dst.alloc.input_index >= 0:
+        _writable(instr, dst)
+    t = dst.t
+    if values.shape != t.shape:
+        if values.numel() == t.numel() and values.dim() and values.shape[0] == t.shape[0]:
+            values = values.reshape(t.shape)
         else:
             raise fail(instr, f"{operand} '{dst.name}' has shape {dst.shape}, the result has shape "
                        f"{tuple(values.shape)}")
-    dst.t.copy_(values)
+    t.copy_(values)  # rounds to the destination's dtype
     if dst.aux is not None:
-        if dst.buffer is psum:
-            dst.aux.fill_(False)
-        else:
-            dst.aux.fill_(True)
+        # HBM: these elements are written; PSUM: a plain write leaves no accumulation open.
+        mark(dst, dst.alloc.buffer is not psum)
 
 
 def _same_partitions(instr: str, a: NkiTensor, an: str, b: NkiTensor, bn: str) -> None:
-    if a.shape[0] != b.shape[0]:
+    if a.t.shape[0] != b.t.shape[0]:
         raise fail(instr, f"partition dimension mismatch: {an} has {a.shape[0]} partitions, {bn} has "
                    f"{b.shape[0]}", "operands of one instruction cover the same partitions")
 
@@ -195,10 +204,10 @@ def _reduce_fn(instr: str, op: Any) -> Any:
 def _scalar_or_column(instr: str, operand: str, v: Any, data: NkiTensor) -> Any:
     if isinstance(v, NkiTensor):
         t = _read(instr, operand, v)
-        if v.shape[0] != data.shape[0] or _free_elems(v) != 1:
+        if v.t.shape[0] != data.t.shape[0] or _free_elems(v) != 1:
             raise fail(instr, f"{operand} '{v.name}' has shape {v.shape}; a per-partition operand has shape "
                        f"({data.shape[0]}, 1)")
-        return t.reshape((data.shape[0],) + (1,) * (data.ndim - 1))
+        return t.reshape((data.t.shape[0],) + (1,) * (data.t.dim() - 1))
     return float(v)
 
 
