@@ -2,12 +2,13 @@
 the same run (never absolute timings): the op on neuron inside
 `with torch_neuron_sim.report()` against the same op on neuron without one.
 
-While a report is active every op reads a steady clock twice (its time by
+While a report is active every op reads the clock twice (its time by
 op) and adds a device event to the estimated timeline (the unboxed kernels
 of the hottest native ops do both themselves), and every allocation and free
 an entry in the memory history; each batch here also pays one report's start
 and stop, where the timeline is summed up in C++ and the memory history is
-turned into the HBM chart's points. A fallback op also pays one call into
+turned into the HBM chart's points (the longest events become Python dicts only
+when the report's data is read, which a batch here never does). A fallback op also pays one call into
 Python and a stack walk to record its source line. With no report active it is all one relaxed atomic load per op
 (docs/migration-report.md, "How it is collected, and what it costs").
 

@@ -10,7 +10,11 @@
 #include "runtime/engine_cost.h"
 #include "runtime/timeline_summary.h"
 
+#include <array>
+#include <map>
+#include <string>
 #include <tuple>
+#include <unordered_map>
 
 namespace neuron_sim::bindings {
 namespace {
@@ -82,26 +86,100 @@ CostModel modelFrom(const std::string& profile, int lnc, const py::dict& overrid
   return CostModel(profile, lnc, k);  // std::invalid_argument reaches Python as ValueError (pybind11)
 }
 
-py::dict eventDict(const runtime::DeviceEvent& e) {
-  py::dict d;
-  d["kind"] = runtime::eventKindName(e.kind);
-  d["name"] = e.name ? *e.name : std::string();
-  d["device"] = e.device;
-  d["stream"] = e.stream;
-  d["issue_ns"] = e.issue_ns;
-  d["host_end_ns"] = e.host_end_ns;
-  d["start_ns"] = e.start_ns;
-  d["end_ns"] = e.end_ns;
-  d["seconds"] = e.seconds;
-  d["launch_seconds"] = e.launch_seconds;
-  d["flops"] = e.flops;
-  d["bytes"] = e.bytes;
-  d["bound"] = runtime::regimeName(e.regime);
-  d["in_fallback"] = e.in_fallback;
-  d["continues_launch"] = e.continues_launch;
-  d["correlation"] = e.correlation;
-  return d;
-}
+// Dicts of many events (a report keeps thousands) built from keys made once
+// per process and names, kinds and lanes made once per call: each event then
+// pays for its values only.
+class EventDicts {
+ public:
+  // Every field, as profiler.Timeline.events holds them.
+  py::dict full(const runtime::DeviceEvent& e) {
+    const Keys& k = keys();
+    py::dict d;
+    put(d, k.kind, kind(e.kind));
+    put(d, k.name, name(e.name));
+    put(d, k.device, py::int_(e.device));
+    put(d, k.stream, py::int_(e.stream));
+    put(d, k.issue_ns, py::int_(e.issue_ns));
+    put(d, k.host_end_ns, py::int_(e.host_end_ns));
+    put(d, k.start_ns, py::int_(e.start_ns));
+    put(d, k.end_ns, py::int_(e.end_ns));
+    put(d, k.seconds, py::float_(e.seconds));
+    put(d, k.launch_seconds, py::float_(e.launch_seconds));
+    put(d, k.flops, py::float_(e.flops));
+    put(d, k.bytes, py::float_(e.bytes));
+    put(d, k.bound, bound(e.regime));
+    put(d, k.in_fallback, py::bool_(e.in_fallback));
+    put(d, k.continues_launch, py::bool_(e.continues_launch));
+    put(d, k.correlation, py::int_(e.correlation));
+    return d;
+  }
+  // As the migration report draws it: a lane "neuron:D stream S", start and
+  // duration in ms from t0_ns.
+  py::dict drawn(const runtime::DeviceEvent& e, int64_t t0_ns) {
+    const Keys& k = keys();
+    py::dict d;
+    put(d, k.name, name(e.name));
+    put(d, k.kind, kind(e.kind));
+    put(d, k.lane, lane(e.device, e.stream));
+    put(d, k.start_ms, py::float_(static_cast<double>(e.start_ns - t0_ns) / 1e6));
+    put(d, k.dur_ms, py::float_(static_cast<double>(e.end_ns - e.start_ns) / 1e6));
+    put(d, k.bound, bound(e.regime));
+    put(d, k.flops, py::float_(e.flops));
+    put(d, k.bytes, py::float_(e.bytes));
+    return d;
+  }
+
+ private:
+  struct Keys {  // interned once, never freed (the interpreter may outlive static destructors)
+    PyObject *kind = key("kind"), *name = key("name"), *device = key("device"), *stream = key("stream"),
+             *issue_ns = key("issue_ns"), *host_end_ns = key("host_end_ns"), *start_ns = key("start_ns"),
+             *end_ns = key("end_ns"), *seconds = key("seconds"), *launch_seconds = key("launch_seconds"),
+             *flops = key("flops"), *bytes = key("bytes"), *bound = key("bound"), *in_fallback = key("in_fallback"),
+             *continues_launch = key("continues_launch"), *correlation = key("correlation"), *lane = key("lane"),
+             *start_ms = key("start_ms"), *dur_ms = key("dur_ms");
+    static PyObject* key(const char* s) { return PyUnicode_InternFromString(s); }
+  };
+  static const Keys& keys() {
+    static const Keys* k = new Keys();
+    return *k;
+  }
+  static void put(py::dict& d, PyObject* key, const py::object& v) {
+    if (PyDict_SetItem(d.ptr(), key, v.ptr()) != 0) throw py::error_already_set();
+  }
+  const py::str& name(const std::string* n) {
+    auto [it, fresh] = names_.try_emplace(n);
+    if (fresh) it->second = py::str(n ? *n : std::string());
+    return it->second;
+  }
+  const py::object& kind(runtime::EventKind k) {
+    py::object& s = kinds_[static_cast<size_t>(k)];
+    if (!s) s = py::str(runtime::eventKindName(k));
+    return s;
+  }
+  const py::str& bound(runtime::Regime r) {
+    auto [it, fresh] = bounds_.try_emplace(r);
+    if (fresh) it->second = py::str(runtime::regimeName(r));
+    return it->second;
+  }
+  const py::str& lane(int device, int64_t stream) {
+    auto [it, fresh] = lanes_.try_emplace({device, stream});
+    if (fresh) it->second = py::str("neuron:" + std::to_string(device) + " stream " + std::to_string(stream));
+    return it->second;
+  }
+  std::unordered_map<const std::string*, py::str> names_;
+  std::array<py::object, 8> kinds_;  // by EventKind
+  std::map<runtime::Regime, py::str> bounds_;
+  std::map<std::pair<int, int64_t>, py::str> lanes_;
+};
+
+
+// The longest events of a summary kept in C++ until read (the migration
+// report draws them only when its data is read): a run that never reads its
+// report never builds thousands of dicts.
+struct DrawnEvents {
+  std::vector<runtime::DeviceEvent> events;
+  int64_t t0_ns = 0;
+};
 
 const profiler::TimelineApi kApi = {
     profiler::kTimelineApiVersion,
@@ -146,13 +224,23 @@ void registerProfilerBindings(py::module_& m) {
   m.def("_prof_event_count", &runtime::eventCount);
   m.def("_prof_events", [](uint64_t from, uint64_t to) {
     py::list out;
-    for (const auto& e : runtime::events(from, to)) out.append(eventDict(e));
+    EventDicts dicts;
+    for (const auto& e : runtime::events(from, to)) out.append(dicts.full(e));
     return out;
   });
   // The timeline summed up in C++ (timeline_summary.h): rows per (op, kind),
-  // the buckets, each stream's busy seconds and the `keep` longest events.
-  m.def("_prof_summary", [](uint64_t from, uint64_t to, size_t keep) {
-    const runtime::TimelineSummary s = runtime::summarize(from, to, keep);
+  // the buckets, each stream's busy seconds and the `keep` longest events
+  // (drawn: a DrawnEvents, whose dicts() are in the report's form).
+  py::class_<DrawnEvents>(m, "_DrawnEvents")
+      .def("__len__", [](const DrawnEvents& d) { return d.events.size(); })
+      .def("dicts", [](const DrawnEvents& d) {
+        py::list out;
+        EventDicts dicts;
+        for (const auto& e : d.events) out.append(dicts.drawn(e, d.t0_ns));
+        return out;
+      });
+  m.def("_prof_summary", [](uint64_t from, uint64_t to, size_t keep, bool drawn) {
+    runtime::TimelineSummary s = runtime::summarize(from, to, keep);
     const auto buckets = [](const runtime::BucketSeconds& b) {
       py::dict d;
       for (size_t k = 0; k < runtime::kBuckets; ++k) d[runtime::bucketName(static_cast<runtime::Bucket>(k))] = b[k];
@@ -169,9 +257,17 @@ void registerProfilerBindings(py::module_& m) {
       d["bytes"] = r.bytes;
       rows.append(d);
     }
-    py::list busy, longest;
+    py::list busy;
     for (const auto& [stream, seconds] : s.busy) busy.append(py::make_tuple(stream.first, stream.second, seconds));
-    for (const auto& e : s.longest) longest.append(eventDict(e));
+    py::object longest;
+    if (drawn) {
+      longest = py::cast(DrawnEvents{std::move(s.longest), s.first_start_ns});
+    } else {
+      py::list all;
+      EventDicts dicts;
+      for (const auto& e : s.longest) all.append(dicts.full(e));
+      longest = all;
+    }
     py::dict out;
     out["rows"] = rows;
     out["breakdown"] = buckets(s.breakdown);
@@ -183,7 +279,7 @@ void registerProfilerBindings(py::module_& m) {
     out["first_start_ns"] = s.first_start_ns;
     out["longest"] = longest;
     return out;
-  });
+  }, py::arg("from"), py::arg("to"), py::arg("keep"), py::arg("drawn") = false);
   m.def("_prof_set_model_clock", &runtime::setModelClock);
   m.def("_prof_model_clock_on", &runtime::modelClockOn);
   m.def("_prof_model_clock_ns", &runtime::modelClockNs);

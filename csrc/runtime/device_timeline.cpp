@@ -36,6 +36,8 @@ State& state() {
 
 std::atomic<uint64_t> g_model_generation{0};
 
+constexpr size_t kWarmLogEvents = size_t{1} << 16;  // about 7 MB of events
+
 void updateUsers(State& s) { g_timeline_users.store(s.recorders + (s.model_clock ? 1 : 0)); }
 
 CostModel defaultModel() {
@@ -64,7 +66,10 @@ void removeRecorder() {
   if (s.recorders == 0) {
     s.log_base += s.log.size();
     s.log.clear();
-    s.log.shrink_to_fit();
+    // A short recording keeps its pages for the next one (a report per
+    // training step would otherwise fault them in and regrow the log each
+    // time); a long one's are returned.
+    if (s.log.capacity() > kWarmLogEvents) s.log.shrink_to_fit();
   }
   updateUsers(s);
 }

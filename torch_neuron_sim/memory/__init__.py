@@ -189,7 +189,8 @@ def _usage_since(since_us: float, base_bytes: list[int], limit: int) -> list[dic
     history is on), per device with activity at or after ``since_us``
     (µs since the epoch), starting at ``base_bytes[device]``: {"device",
     "events", "downsampled", "seconds", "bytes"}, at most about ``limit``
-    points, each run of points keeping its first, lowest, highest and last
+    points (seconds to the µs, whole bytes), each run of points keeping its
+    first, lowest, highest and last
     (built in C++: csrc/aten/memory/usage_series.cpp)."""
     return _C._memory_usage_since(since_us, base_bytes, limit)
 

@@ -135,17 +135,21 @@ class Timeline:
         self._first = _C._prof_event_count()
         return self
 
-    def stop(self, events: bool = True, longest: int = 0) -> "Timeline":
+    def stop(self, events: bool = True, longest: int = 0, drawn: bool = False) -> "Timeline":
         """Stops recording. ``self.summary`` sums the events up (rows per op and
         kind, seconds per bucket, each stream's busy seconds, the ``longest``
         longest events), computed in C++ in one pass; ``self.events`` holds
         every event as a dict unless ``events`` is False (a long run's report
-        then never turns them all into Python objects)."""
+        then never turns them all into Python objects). With ``drawn`` the
+        longest events stay in C++ until ``summary["longest"].dicts()`` turns
+        them into dicts as the report draws them: name, kind, lane
+        ("neuron:D stream S"), start_ms (from the first event), dur_ms, bound,
+        flops, bytes."""
         if self._first is None:
             return self
         try:
             last = _C._prof_event_count()
-            self.summary = _C._prof_summary(self._first, last, longest)
+            self.summary = _C._prof_summary(self._first, last, longest, drawn)
             if events:
                 self.events = list(_C._prof_events(self._first, last))
                 for annotate in _event_annotators:

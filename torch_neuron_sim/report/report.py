@@ -151,7 +151,7 @@ class _MemoryTimeline:
         if self._owned and self._memory._history_mode is None:  # unless the program started its own meanwhile
             self._memory._record_sizes(False)
         return [{"device": f"neuron:{u['device']}", "events": u["events"], "downsampled": u["downsampled"],
-                 "seconds": [round(t, 6) for t in u["seconds"]], "bytes": [int(b) for b in u["bytes"]]}
+                 "seconds": u["seconds"], "bytes": u["bytes"]}  # to the µs and in whole bytes (usage_series.cpp)
                 for u in series]
 
 
@@ -162,7 +162,7 @@ class Report:
 
     def __init__(self, many_shapes: int = MANY_SHAPES, html: Optional[str] = None, trace: Optional[str] = None):
         self.many_shapes = many_shapes
-        self.data: dict[str, Any] = {}
+        self._data: dict[str, Any] = {}
         self.error: Optional[str] = None
         self.traceback: Optional[str] = None
         self.html = html
@@ -199,11 +199,24 @@ class Report:
         _C._set_report_active(False)
         with _lock:
             _active = None
-        self._device_timeline = self._device.stop()
-        self.data = self._collect()
+        # The longest device events are drawn when the data is first read:
+        # thousands of dicts a run that never reads its report need not build.
+        self._device_timeline = self._device.stop(drawn_later=True)
+        self._data = self._collect()
         if self.html:
             self.write_html(self.html)
         return self
+
+    @property
+    def data(self) -> dict[str, Any]:
+        t = self._data.get("device_timeline")
+        if t is not None and not isinstance(t.get("events", []), list):
+            t["events"] = t["events"].dicts()
+        return self._data
+
+    @data.setter
+    def data(self, value: dict[str, Any]) -> None:
+        self._data = value
 
     def __enter__(self) -> "Report":
         return self.start()

@@ -29,10 +29,13 @@ class RunTimeline:
         self._timeline.start()
         return self
 
-    def stop(self) -> dict:
+    def stop(self, drawn_later: bool = False) -> dict:
+        """With ``drawn_later`` the events stay in C++: ``d["events"]`` is
+        then an object whose ``dicts()`` returns them (the report calls it
+        when its data is first read)."""
         from ..profiler.estimate import from_summary
         try:
-            self._timeline.stop(events=False, longest=self.keep)
+            self._timeline.stop(events=False, longest=self.keep, drawn=True)
         finally:
             if self._profile is not None:
                 self._profile.__exit__(None, None, None)
@@ -41,10 +44,7 @@ class RunTimeline:
         m = profiler.cost_model()
         summary = self._timeline.summary_or_empty()
         d = from_summary(summary, m["profile"], m["lnc"], model=m).to_dict()
-        t0 = summary["first_start_ns"]
-        d["events"] = [{"name": e["name"], "kind": e["kind"], "lane": f"neuron:{e['device']} stream {e['stream']}",
-                        "start_ms": (e["start_ns"] - t0) / 1e6, "dur_ms": (e["end_ns"] - e["start_ns"]) / 1e6,
-                        "bound": e["bound"], "flops": e["flops"], "bytes": e["bytes"]} for e in summary["longest"]]
+        d["events"] = summary["longest"] if drawn_later else summary["longest"].dicts()
         d["events_total"] = summary["count"]
         d["trace"] = self.trace
         return d

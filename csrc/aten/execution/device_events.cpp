@@ -80,8 +80,9 @@ const runtime::CostModel& eventCostModel() {
   return *model;
 }
 
-OpRecord::OpRecord(const OpEntry& e, int device, bool fallback)
-    : e_(e), device_(device), fallback_(fallback), issue_ns_(runtime::wallNowNs()), outer_(t_fallback) {
+OpRecord::OpRecord(const OpEntry& e, int device, bool fallback, int64_t issue_ns)
+    : e_(e), device_(device), fallback_(fallback), issue_ns_(issue_ns ? issue_ns : runtime::wallNowNs()),
+      outer_(t_fallback) {
   if (fallback_) t_fallback = this;
 }
 
@@ -99,7 +100,7 @@ void OpRecord::inputs(c10::ArrayRef<c10::IValue> args) {
 
 void OpRecord::finish(c10::ArrayRef<c10::IValue> results) {
   if (fallback_) t_fallback = outer_;
-  const int64_t now = runtime::wallNowNs();
+  const int64_t now = end_ns_ = runtime::wallNowNs();
   c10::SmallVector<TensorShape, 2> outputs;
   for (const auto& v : results) addShapes(outputs, v);
   if (!fallback_) {

@@ -36,13 +36,15 @@ runtime::MathClass mathOf(at::ScalarType s);
 // input shapes inline: recording allocates nothing per op.
 class OpRecord {
  public:
-  OpRecord(const OpEntry& e, int device, bool fallback);
+  // issue_ns: a clock reading already taken at the op's start (OpTimer), or 0.
+  OpRecord(const OpEntry& e, int device, bool fallback, int64_t issue_ns = 0);
   ~OpRecord();  // a fallback's pending copies are dropped if finish() never ran (the op threw)
   void input(const at::Tensor& t);
   template <class T>
   void input(const T&) {}  // an argument of the fast path's that is no tensor
   void inputs(c10::ArrayRef<c10::IValue> args);
   void finish(c10::ArrayRef<c10::IValue> results);
+  int64_t endNs() const { return end_ns_; }  // finish()'s clock reading
   OpRecord(const OpRecord&) = delete;
   OpRecord& operator=(const OpRecord&) = delete;
 
@@ -51,6 +53,7 @@ class OpRecord {
   int device_;
   bool fallback_;
   int64_t issue_ns_;
+  int64_t end_ns_ = 0;
   c10::SmallVector<runtime::TensorShape, 4> inputs_;
   OpRecord* outer_;  // the fallback this one is nested in, if any
   std::vector<runtime::DeviceEvent> pending_;  // a fallback's copies, placed around its host kernel

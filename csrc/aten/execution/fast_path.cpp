@@ -111,7 +111,7 @@ struct Unboxed<Op, at::Tensor(Args...)> {
     runtime::HostAccess access;  // NEURON_SIM_PROTECT: the kernel touches arena pages
     std::optional<OpRecord> record;  // the op's device event, while anything records
     if (C10_UNLIKELY(recordingEvents()) && !inGraphLaunch()) {
-      record.emplace(e, facts.device, false);
+      record.emplace(e, facts.device, false, timer.startNs());
       (record->input(args), ...);
     }
     at::Tensor out;
@@ -135,6 +135,7 @@ struct Unboxed<Op, at::Tensor(Args...)> {
       if (compiled) recordCompile(e, facts.device);  // on the timeline before the kernel's event
       const c10::IValue result(out);
       record->finish(c10::ArrayRef<c10::IValue>(&result, 1));
+      timer.endAt(record->endNs());
     }
     return out;
   }

@@ -3,20 +3,23 @@
 // host<->device copies - those a CPU fallback makes count towards its op,
 // the others (.cpu(), .to(), .item()) towards the process totals.
 #pragma once
-#include <chrono>
 #include <cstdint>
 
 #include "aten/execution/fallback_policy.h"
 #include "aten/execution/op_table.h"
+#include "runtime/device_timeline.h"
 
 namespace neuron_sim {
 
 // Adds the wall time of its scope to the op's time_ns (a fallback's time
-// includes its host copies).
+// includes its host copies). Reads the timeline's clock (wallNowNs), so an op
+// that also records a device event shares its two readings with it
+// (startNs, endAt): a clock read costs about as much as the rest of the
+// recording.
 class OpTimer {
  public:
   explicit OpTimer(OpEntry& e) : e_(e), on_(reportActive()) {
-    if (C10_UNLIKELY(on_)) start_ = std::chrono::steady_clock::now();
+    if (C10_UNLIKELY(on_)) start_ns_ = runtime::wallNowNs();
   }
   ~OpTimer() {
     if (C10_UNLIKELY(on_))
@@ -24,9 +27,11 @@ class OpTimer {
   }
   bool on() const { return on_; }
   void cancel() { on_ = false; }  // the call moves to another path, which times it
+  int64_t startNs() const { return on_ ? start_ns_ : 0; }  // 0: not timing
+  void endAt(int64_t ns) { end_ns_ = ns; }  // the op's last clock reading, already taken
   uint64_t elapsedNs() const {
-    return static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
+    const int64_t end = end_ns_ ? end_ns_ : runtime::wallNowNs();
+    return end > start_ns_ ? static_cast<uint64_t>(end - start_ns_) : 0;  // the wall clock may step back
   }
   OpTimer(const OpTimer&) = delete;
   OpTimer& operator=(const OpTimer&) = delete;
@@ -34,7 +39,7 @@ class OpTimer {
  private:
   OpEntry& e_;
   bool on_;
-  std::chrono::steady_clock::time_point start_{};
+  int64_t start_ns_ = 0, end_ns_ = 0;
 };
 
 // Marks the fallback running on this thread, so the copies it makes are

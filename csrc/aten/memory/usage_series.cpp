@@ -1,6 +1,7 @@
 #include "aten/memory/usage_series.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "aten/memory/memory_history.h"
 #include "runtime/device.h"
@@ -53,8 +54,8 @@ std::vector<UsageSeries> usageSince(double since_us, const std::vector<uint64_t>
     s.seconds.reserve(kept.size());
     s.bytes.reserve(kept.size());
     for (size_t i : kept) {
-      s.seconds.push_back(seconds[i]);
-      s.bytes.push_back(bytes[i]);
+      s.seconds.push_back(std::nearbyint(seconds[i] * 1e6) / 1e6);  // to the µs: the trace's resolution
+      s.bytes.push_back(static_cast<int64_t>(bytes[i]));
     }
     out.push_back(std::move(s));
   }

@@ -13,8 +13,8 @@ struct UsageSeries {
   int device;
   uint64_t events;                 // allocs and frees in the window
   bool downsampled;                // fewer points than events + 1
-  std::vector<double> seconds;     // since the window's start
-  std::vector<double> bytes;       // in use after each point's event
+  std::vector<double> seconds;     // since the window's start, to the µs
+  std::vector<int64_t> bytes;      // in use after each point's event
 };
 
 // The series of every device with trace entries at or after since_us (µs
