@@ -22,6 +22,9 @@ import torch_neuron_sim
 from timing import Row, cli, ratio
 
 GROUP = "report"
+# Aims: a report may cost an op of a few microseconds half its time again, one
+# over 1 MiB (where the op's own work dominates) at most 5%.
+SMALL_AIM, LARGE_AIM = 1.5, 1.05
 
 
 def run(repeats: int = 15) -> list[Row]:
@@ -29,9 +32,9 @@ def run(repeats: int = 15) -> list[Row]:
     x64 = torch.randn(64, 64, dtype=torch.float64).to("neuron")
     small, large = torch.randn(1024).to("neuron"), torch.randn(1 << 20).to("neuron")
     cases = [
-        ("add, 1,024 floats (native)", lambda: torch.add(small, small), 2000, 1.05),
-        ("add, 1M floats (native)", lambda: torch.add(large, large), 50, 1.05),
-        ("mm 64x64 float64 (native, 64-bit rule)", lambda: torch.mm(x64, x64), 1000, 1.05),
+        ("add, 1,024 floats (native)", lambda: torch.add(small, small), 2000, SMALL_AIM),
+        ("add, 1M floats (native)", lambda: torch.add(large, large), 50, LARGE_AIM),
+        ("mm 64x64 float64 (native, 64-bit rule)", lambda: torch.mm(x64, x64), 1000, SMALL_AIM),
         ("cumprod, 1,024 floats (fallback)", lambda: torch.cumprod(small, 0), 2000, None),
         ("cumprod, 1M floats (fallback)", lambda: torch.cumprod(large, 0), 50, None),
     ]
