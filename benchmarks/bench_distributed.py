@@ -122,7 +122,7 @@ def worker(rank, world, port, repeats, threads, out):
 
     torch.set_num_threads(threads)
     dist.init_process_group("cpu:gloo,neuron:neuron", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=world, timeout=datetime.timedelta(seconds=60))
+                            world_size=world, timeout=datetime.timedelta(seconds=30))
     dev = torch.device("neuron", rank)
     if rank == 0:
         print(f"{world} ranks, {threads} torch thread(s) each", flush=True)
@@ -171,7 +171,16 @@ def run(repeats: int = 15, threads: int = 1) -> list[Row | Table]:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "rank0.json"
-        mp.spawn(worker, args=(2, port, repeats, threads, str(out)), nprocs=2)
+        ctx = mp.start_processes(worker, args=(2, port, repeats, threads, str(out)), nprocs=2, join=False,
+                                 start_method="spawn")
+        # A hard deadline (a collective stuck past the group's timeout, a rank that never starts):
+        # the ranks are killed and the benchmark fails instead of hanging make bench.
+        deadline = time.monotonic() + 120 + 20 * repeats
+        while not ctx.join(timeout=1):
+            if time.monotonic() > deadline:
+                for p in ctx.processes:
+                    p.kill()
+                raise RuntimeError(f"bench_distributed: the ranks did not finish within {120 + 20 * repeats} s; killed")
         got = json.loads(out.read_text())
     figures: list[Row | Table] = [Row(**r) for r in got["rows"]]
     if got["switches"]:

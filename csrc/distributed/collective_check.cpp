@@ -1,7 +1,6 @@
 #include "distributed/collective_check.h"
 
-#include <c10/util/hash.h>
-
+#include <algorithm>
 #include <sstream>
 
 namespace neuron_sim::distributed {
@@ -18,8 +17,31 @@ enum Slot : int {
   kFirstTensor,    // dtype, ndim, dims of the first tensors, while they fit
 };
 
-int64_t hashString(const std::string& s) {
-  return static_cast<int64_t>(c10::hash<std::string>()(s) & 0x7fffffffffffffffULL);
+// FNV-1a over the collective's name and the tensors' integers: no string is
+// built for a collective whose ranks agree (a message only when they do not).
+constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ULL, kFnvPrime = 0x100000001b3ULL;
+
+uint64_t mix(uint64_t h, uint64_t word) {
+  for (int i = 0; i < 8; ++i, word >>= 8) h = (h ^ (word & 0xff)) * kFnvPrime;
+  return h;
+}
+
+int64_t positive(uint64_t h) { return static_cast<int64_t>(h & 0x7fffffffffffffffULL); }
+
+int64_t hashName(const char* s) {
+  uint64_t h = kFnvBasis;
+  for (; *s; ++s) h = (h ^ static_cast<unsigned char>(*s)) * kFnvPrime;
+  return positive(h);
+}
+
+// Every tensor's dtype and shape, including those the record has no room to spell out.
+int64_t hashTensors(const std::vector<at::Tensor>& ts) {
+  uint64_t h = kFnvBasis;
+  for (const auto& t : ts) {
+    h = mix(mix(h, static_cast<uint64_t>(t.scalar_type())), static_cast<uint64_t>(t.dim()));
+    for (int64_t d : t.sizes()) h = mix(h, static_cast<uint64_t>(d));
+  }
+  return positive(h);
 }
 
 }  // namespace
@@ -85,11 +107,11 @@ std::string describeTensor(const at::Tensor& t) {
 
 std::vector<int64_t> encodeSignature(const Signature& sig) {
   std::vector<int64_t> rec(kSignatureSlots, 0);
-  rec[kOpHash] = hashString(sig.op);
+  rec[kOpHash] = hashName(sig.op);
   rec[kRoot] = sig.root;
   rec[kReduceOp] = sig.reduce_op;
   rec[kCount] = static_cast<int64_t>(sig.tensors.size());
-  rec[kTensorsHash] = hashString(describeList(sig.tensors));
+  rec[kTensorsHash] = hashTensors(sig.tensors);
   rec[kLocalError] = sig.local_error.empty() ? 0 : 1;
   int slot = kFirstTensor;
   for (const auto& t : sig.tensors) {
@@ -104,6 +126,12 @@ std::vector<int64_t> encodeSignature(const Signature& sig) {
 
 std::string compareSignatures(const Signature& mine, const int64_t* all, int world_size, int rank) {
   auto rec = [&](int r) { return all + static_cast<size_t>(r) * kSignatureSlots; };
+  // The usual case, decided on the words alone: every record equal to this
+  // rank's (which says no rank rejected its arguments).
+  bool all_equal = mine.local_error.empty() && rec(rank)[kLocalError] == 0;
+  for (int r = 0; all_equal && r < world_size; ++r)
+    all_equal = std::equal(rec(r), rec(r) + kSignatureSlots, rec(rank));
+  if (all_equal) return "";
   std::ostringstream os;
   os << "neuron collective " << mine.op << " on rank " << rank << ": ";
   // A rank whose own arguments were invalid raises its own message; the

@@ -1,9 +1,9 @@
 // The agreement exchange (collective_check.h) between ranks that all run on
 // this machine: one small shared-memory segment per group, a slot per rank.
 // A rank writes its record into its slot and reads its peers' slots; a peer
-// that has not written yet is waited for by spinning briefly, then on a
-// futex. When the peers are already there this costs no system call and no
-// thread switch; the store exchange costs three round trips to the store's
+// that has not written yet is waited for by spinning briefly (where the
+// machine has a core for it), then on a futex. When the peers are already
+// there this costs no system call and no thread switch; the store exchange costs three round trips to the store's
 // server thread per collective (docs/distributed.md). Plain C++, no torch:
 // errors are std::runtime_error whose text says what happened ("Timeout
 // ...", "... has exited").
@@ -54,6 +54,7 @@ class LocalExchange {
   int size_;
   size_t record_slots_;
   size_t slot_bytes_;
+  std::chrono::microseconds spin_;  // how long a waiter spins before it sleeps on the futex
 };
 
 }  // namespace neuron_sim::distributed

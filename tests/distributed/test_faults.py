@@ -30,6 +30,7 @@ def test_mismatches_and_unsupported_operations_raise_clear_errors(transport):
     for rank, r in enumerate(results):
         assert "rank 0 has float32[4, 3]; rank 1 has float32[5, 3]" in r["shape"], r["shape"]
         assert "rank 0 has float32[4]; rank 1 has bfloat16[4]" in r["dtype"], r["dtype"]
+        assert "disagree on the tensors' dtype or shape" in r["hidden"] and "float32[2], ..." in r["hidden"], r
         assert "not running the same collective" in r["which"], r["which"]
         assert "uneven split sizes are not supported" in r["uneven"], r["uneven"]
         assert "BAND needs an integer or bool tensor" in r["band_float"], r["band_float"]

@@ -626,6 +626,9 @@ def faults(rank: int, ws: int) -> dict:
     out["shape"] = _error(lambda: dist.all_reduce(torch.ones(4 + rank, 3, device=dev)))
     out["dtype"] = _error(lambda: dist.all_reduce(
         torch.ones(4, device=dev, dtype=torch.float32 if rank == 0 else torch.bfloat16)))
+    # a disagreement past what the record spells out (its 48 slots hold 14 one-dim tensors): still caught
+    out["hidden"] = _error(lambda: dist.all_reduce_coalesced(
+        [torch.ones(2, device=dev) for _ in range(19)] + [torch.ones(2 + rank, device=dev)]))
     out["which"] = _error(lambda: dist.broadcast(torch.ones(2, device=dev), 0) if rank == 0
                           else dist.all_reduce(torch.ones(2, device=dev)))
     # invalid arguments on one rank only: it says why, the others name it
