@@ -29,6 +29,7 @@ import bench_ops
 import bench_profiler
 import bench_report
 import bench_report_page
+import ratchet
 from timing import Row, Table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,9 +146,12 @@ def main() -> None:
         print(f"{bench.__name__}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
     minutes = (time.perf_counter() - start) / 60
     end_load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    committed = ratchet.load()
+    worse = ratchet.apply(rows, committed)
     body = f"{header} The run took {minutes:.0f} min (load average {end_load:.1f} at the end).\n\n{tables(rows)}"
-    if args.no_write or only:
+    if args.no_write or only or args.quick:
         print("\n" + body)
+        report_worse(worse)
         return
     DOC.write_text(
         "# Benchmarks\n\n"
@@ -165,7 +169,17 @@ def main() -> None:
     if START in readme and END in readme:
         head, rest = readme.split(START, 1)
         README.write_text(head + START + "\n" + body + END + rest.split(END, 1)[1])
-    print(f"wrote {DOC.relative_to(ROOT)} and the README's table", file=sys.stderr)
+    ratchet.save(ratchet.tightened(rows, committed))
+    print(f"wrote {DOC.relative_to(ROOT)}, the README's table and {ratchet.FILE.relative_to(ROOT)}", file=sys.stderr)
+    if report_worse(worse):
+        sys.exit(1)
+
+
+def report_worse(worse: list[Row]) -> bool:
+    for r in worse:
+        print(f"RATCHET: {r.group}: {r.name}: median {r.median:.2f}x is worse than the committed {r.committed:.2f}x "
+              f"by more than {ratchet.NOISE:.0%} (aim {r.aim:.2f}x)", file=sys.stderr)
+    return bool(worse)
 
 
 if __name__ == "__main__":

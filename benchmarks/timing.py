@@ -24,6 +24,7 @@ class Row:
     ratio: float      # best neuron / best CPU
     median: float     # median neuron / median CPU: what the verdict reads
     aim: float | None  # the ratio the project aims at or under (None: measured, no aim)
+    committed: float | None = None  # a missed aim's committed median (ratchet.py), when it has one
 
     @property
     def ok(self) -> bool:
@@ -31,7 +32,9 @@ class Row:
 
     @property
     def verdict(self) -> str:
-        return "" if self.aim is None else ("ok" if self.ok else "missed")
+        if self.aim is None or self.ok:
+            return "" if self.aim is None else "ok"
+        return "missed" if self.committed is None else f"missed; ratchet {self.committed:.2f}×"
 
     def line(self) -> str:
         return (f"{self.name:<46} neuron {self.neuron_s * 1e6:10.1f} us   cpu {self.cpu_s * 1e6:10.1f} us   "

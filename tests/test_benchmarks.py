@@ -71,3 +71,48 @@ def test_a_group_without_a_title_is_an_error(run_all):
 
     with pytest.raises(ValueError, match="no title for the benchmark group"):
         run_all.tables([Row("nope", "x", 1.0, 1.0, 1.0, 1.0, None)])
+
+
+def test_a_missed_aim_is_held_by_its_ratchet(run_all, tmp_path):
+    """A missed aim shows its committed median; a run may beat it (the
+    ratchet tightens) but not exceed it by more than the noise allowance;
+    a row that meets its aim leaves the ratchet file."""
+    import ratchet
+    from timing import Row
+
+    def rows(slow, fast):
+        return [Row("nki", "matmul", 1.0, 1.0, slow, slow, 2.0), Row("ops", "add", 1.0, 1.0, fast, fast, 1.15),
+                Row("ops", "copy", 1.0, 1.0, 9.0, 9.0, None)]
+
+    committed = {"nki: matmul": 3.0, "ops: add": 1.3}
+    held = rows(3.2, 1.1)  # within noise of the ratchet; add now meets its aim
+    assert ratchet.apply(held, committed) == []
+    assert held[0].verdict == "missed; ratchet 3.00×" and held[1].verdict == "ok"
+    assert "≤ 2.00× (missed; ratchet 3.00×)" in run_all.tables(held)
+    assert ratchet.tightened(held, committed) == {"nki: matmul": 3.0}  # add is gone, matmul not loosened
+
+    better = rows(2.5, 1.2)
+    ratchet.apply(better, committed)
+    assert ratchet.tightened(better, committed) == {"nki: matmul": 2.5, "ops: add": 1.2}
+
+    worse = rows(3.0 * (1 + ratchet.NOISE) + 0.01, 1.2)
+    assert [r.name for r in ratchet.apply(worse, committed)] == ["matmul"]
+    assert ratchet.tightened(worse, committed)["nki: matmul"] == 3.0
+    assert run_all.report_worse(ratchet.apply(worse, committed))
+
+    path = tmp_path / "ratchets.json"
+    ratchet.save({"nki: matmul": 2.5}, path)
+    assert ratchet.load(path) == {"nki: matmul": 2.5} and ratchet.load(tmp_path / "none.json") == {}
+
+
+def test_the_committed_ratchets_name_rows_the_benchmarks_make(run_all):
+    """Every entry of benchmarks/ratchets.json is a row some benchmark
+    still writes (by its group and a name in its source): a renamed row
+    would otherwise drop its ratchet silently."""
+    import ratchet
+
+    sources = "\n".join(p.read_text() for p in BENCH.glob("bench_*.py"))
+    for entry in ratchet.load():
+        group, name = entry.split(": ", 1)
+        assert group in run_all.TITLES, entry
+        assert name.split(",")[0].split(":")[0] in sources, entry
