@@ -8,8 +8,14 @@ The compiler is reached through a shim named c++ put first on PATH, which runs t
 compiler and appends one line per process (file, user s, sys s) to a log; torch's own
 ccache wrapper is turned off (TORCH_NO_COMPILER_WRAPPER=1) so every unit compiles.
 
+With --headers it instead counts the lines a file compiles when it includes one torch header
+(preprocessed, blank lines left out): a measure of what parsing that header costs that does not
+depend on the machine's load. It takes the flags from the last build's precompiled header.
+
 Usage: python scripts/build_profile.py            rewrite docs/building.md's table
        python scripts/build_profile.py --print    print the table only
+       python scripts/build_profile.py --headers  rewrite docs/building.md's header table
+       python scripts/build_profile.py --from-log LOG   the table of a log the shim wrote in another build
        python scripts/build_profile.py --wrap LOG COMPILER ARGS...   (the shim's own call)
 """
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -28,6 +35,12 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "building.md"
 START = "<!-- build profile: start (scripts/build_profile.py writes this) -->"
 END = "<!-- build profile: end -->"
+HEADERS_START = "<!-- header sizes: start (scripts/build_profile.py --headers writes this) -->"
+HEADERS_END = "<!-- header sizes: end -->"
+# From one c10 header to all of torch's C++ API, with what the extension's files include.
+HEADERS = ["c10/core/Device.h", "c10/core/TensorImpl.h", "ATen/core/Tensor.h", "ATen/core/dispatch/Dispatcher.h",
+           "torch/library.h", "ATen/ops/empty.h", "aten/precompiled.h", "torch/csrc/utils/pybind.h",
+           "ATen/ATen.h", "torch/extension.h"]
 
 
 def wrap(log: str, argv: list[str]) -> int:
@@ -74,16 +87,17 @@ def profile() -> tuple[list[dict], float]:
     return rows, wall
 
 
-def table(rows: list[dict], wall: float, top: int = 15) -> str:
+def table(rows: list[dict], wall: float | None, top: int = 15, what: str = "Fresh build without ccache") -> str:
     rows = sorted(rows, key=lambda r: -(r["user"] + r["sys"]))
     cpu = [r["user"] + r["sys"] for r in rows]
     total = sum(cpu)
     units = [r for r in rows if not r["unit"].startswith("link")]
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     load = os.getloadavg()[0]
-    out = [f"Fresh build without ccache, {len(units)} units, {os.cpu_count()} CPUs, {os.environ.get('MAX_JOBS', '2')} jobs, "
-           f"{when}, load average {load:.1f} at the end:",
-           f"**{total:.0f} s of CPU** (user + sys), {wall:.0f} s wall (the wall time depends on the machine's load).",
+    out = [f"{what}, {len(units)} units, {os.cpu_count()} CPUs, {os.environ.get('MAX_JOBS', '2')} jobs, "
+           f"{when}, load average {load:.1f} when written:",
+           f"**{total:.0f} s of CPU** (user + sys)"
+           + (f", {wall:.0f} s wall (the wall time depends on the machine's load)." if wall else "."),
            "",
            "| compiler process | CPU s | share |",
            "|---|---:|---:|"]
@@ -96,21 +110,56 @@ def table(rows: list[dict], wall: float, top: int = 15) -> str:
     return "\n".join(out)
 
 
+def header_sizes() -> str:
+    """Preprocessed lines of a file that includes only one header, for each of HEADERS."""
+    stamps = sorted(ROOT.glob("build/temp.*/precompiled/aten/precompiled.h.gch.command"))
+    if not stamps:
+        raise SystemExit("no precompiled header's command in build/: run make ext first")
+    command = shlex.split(stamps[-1].read_text())
+    cut = command.index("-x")  # ... -x c++-header SOURCE -o TARGET post_cflags
+    compiler = [a for a in command[:cut] if a != "ccache"]
+    flags = [a for a in compiler[1:] if not a.startswith("-I") or "precompiled" not in a]
+    flags = [a for a in flags if a != "-c"] + command[cut + 5:]
+    out = ["| a file that includes only | lines it compiles |", "|---|---:|"]
+    for header in HEADERS:
+        pre = subprocess.run([compiler[0], *flags, "-x", "c++", "-E", "-P", "-"], input=f"#include <{header}>\n",
+                             capture_output=True, text=True, check=True).stdout
+        out.append(f"| `{header}` | {sum(1 for line in pre.splitlines() if line.strip()):,} |")
+    return "\n".join(out)
+
+
+def write_block(start: str, end: str, text: str) -> None:
+    page = DOC.read_text()
+    if start not in page or end not in page:
+        raise SystemExit(f"{DOC} has no markers {start!r} ... {end!r}")
+    head, rest = page.split(start, 1)
+    DOC.write_text(head + start + "\n" + text + "\n" + end + rest.split(end, 1)[1])
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--wrap"]:
         return wrap(argv[1], argv[2:])
-    rows, wall = profile()
-    text = table(rows, wall)
+    if "--headers" in argv:
+        text = header_sizes()
+        if "--print" not in argv:
+            write_block(HEADERS_START, HEADERS_END, text)
+        print(text)
+        return 0
+    if "--from-log" in argv:  # a log the shim wrote during another build (a clone's make setup)
+        log = Path(argv[argv.index("--from-log") + 1])
+        rows, wall = [json.loads(line) for line in log.read_text().splitlines()], None
+        for r in rows:
+            r["unit"] = re.sub(r"^(\.\./)+.*?(?=csrc/)", "", r["unit"])
+    else:
+        rows, wall = profile()
+    text = table(rows, wall, what="A fresh clone's `make setup` with ccache disabled" if wall is None
+                 else "Fresh build without ccache")
     if "--print" in argv:
         print(text)
         if "--json" in argv:
             print(json.dumps(rows))
         return 0
-    page = DOC.read_text()
-    if START not in page or END not in page:
-        raise SystemExit(f"{DOC} has no markers {START!r} ... {END!r}")
-    head, rest = page.split(START, 1)
-    DOC.write_text(head + START + "\n" + text + "\n" + END + rest.split(END, 1)[1])
+    write_block(START, END, text)
     print(text)
     return 0
 
