@@ -4,6 +4,7 @@
 # handed to ninja every time, which recompiles only changed files.
 
 PYTHON ?= python3
+comma  := ,
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
@@ -12,8 +13,9 @@ STAMPS := .stamps
 # ccache, where installed, makes rebuilds of unchanged files (other
 # worktrees, clean clones on the same machine) near-free; optional. The base is
 # the checkout, so the venv's torch headers are relative paths too (a hit in any clone).
+# The sloppiness lets ccache cache files compiled with the precompiled header (docs/building.md).
 CCACHE_DIR_PATH := $(wildcard /usr/lib/ccache)
-BUILD_ENV := TORCH_DEVICE_BACKEND_AUTOLOAD=0 MAX_JOBS=2 $(if $(CCACHE_DIR_PATH),PATH=$(CCACHE_DIR_PATH):$$PATH CCACHE_BASEDIR=$(CURDIR) CCACHE_NOHASHDIR=1)
+BUILD_ENV := TORCH_DEVICE_BACKEND_AUTOLOAD=0 MAX_JOBS=2 $(if $(CCACHE_DIR_PATH),PATH=$(CCACHE_DIR_PATH):$$PATH CCACHE_BASEDIR=$(CURDIR) CCACHE_NOHASHDIR=1 CCACHE_SLOPPINESS=pch_defines$(comma)time_macros)
 
 .PHONY: setup ext demo test test-deep test-sanitize op-coverage dtype-widening bench clean docs browser screenshot
 

@@ -6,12 +6,15 @@ only changed files recompile).
 """
 import glob
 import os
+import shlex
+import subprocess
 
 from setuptools import setup
 
 ext_modules, cmdclass = [], {}
 if os.environ.get("TORCH_NEURON_SIM_NO_EXT") != "1":
     import torch
+    from torch.utils import cpp_extension
     from torch.utils.cpp_extension import BuildExtension, CppExtension
 
     # Every layer under csrc/ (runtime, aten, and the rooms added later) is one extension.
@@ -44,6 +47,63 @@ if os.environ.get("TORCH_NEURON_SIM_NO_EXT") != "1":
             extra_link_args=link_flags,
         ),
     ]
-    cmdclass = {"build_ext": BuildExtension.with_options(use_ninja=True)}
+    if os.environ.get("NEURON_SIM_SANITIZE") != "1":
+        # -fpch-preprocess: ccache caches the files that use the precompiled header (with the
+        # Makefile's CCACHE_SLOPPINESS); -Winvalid-pch: a header gcc cannot use is named, not
+        # silently parsed again.
+        # -Wno-sign-compare: a torch header silences it around one template with a diagnostic
+        # pragma, and GCC forgets such pragmas for templates instantiated from a precompiled
+        # header: every file would print the same warning from torch's code.
+        ext_modules[0].extra_compile_args += ["-fpch-preprocess", "-Winvalid-pch", "-Wno-sign-compare"]
+        ext_modules[0].precompiled_header = "aten/precompiled.h"
+
+    class NeuronBuildExt(BuildExtension.with_options(use_ninja=True)):
+        """BuildExtension that first compiles an extension's precompiled header (csrc/aten/
+        precompiled.h: the torch headers most files include; docs/building.md) with the exact
+        flags ninja then compiles the files with, into build_temp/precompiled/, searched before
+        csrc/. Rebuilt only when the header or the flags change: every file that uses it
+        depends on it, so rewriting it recompiles them all."""
+
+        def build_extension(self, ext):
+            header = getattr(ext, "precompiled_header", None)
+            if not header:
+                return super().build_extension(ext)
+            pch_dir = os.path.abspath(os.path.join(self.build_temp, "precompiled"))
+            ext.include_dirs = [pch_dir, *[d for d in ext.include_dirs if d != pch_dir]]
+            # The flags are taken where torch's tooling hands them to ninja, so they are the
+            # files' own (a header compiled with other flags, -std for one, is not used).
+            write_and_run = cpp_extension._write_ninja_file_and_compile_objects
+
+            def compile_header_then_files(**kwargs):
+                cflags = [f for q in kwargs["cflags"] for f in shlex.split(q)]
+                post = [f for q in kwargs["post_cflags"] for f in shlex.split(q)]
+                build_precompiled_header(os.path.join(csrc, header), os.path.join(pch_dir, header + ".gch"),
+                                         cflags, post)
+                return write_and_run(**kwargs)
+
+            cpp_extension._write_ninja_file_and_compile_objects = compile_header_then_files
+            try:
+                super().build_extension(ext)
+            finally:
+                cpp_extension._write_ninja_file_and_compile_objects = write_and_run
+
+    def build_precompiled_header(source, target, cflags, post_cflags):
+        # The compiler ninja runs (ccache where installed, as torch's tooling prepends it).
+        compiler = cpp_extension._wrap_compiler(cpp_extension.get_cxx_compiler())
+        partial = target + ".partial"
+        command = [*compiler, *cflags, "-x", "c++-header", source, "-o", partial, *post_cflags]
+        stamp = target + ".command"
+        line = shlex.join(command)
+        if (os.path.exists(target) and os.path.getmtime(target) >= os.path.getmtime(source)
+                and os.path.exists(stamp) and open(stamp).read() == line):
+            return
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        print("precompiling " + os.path.relpath(source), flush=True)
+        subprocess.run(command, check=True)
+        os.replace(partial, target)  # an interrupted build leaves no half-written header in use
+        with open(stamp, "w") as f:
+            f.write(line)
+
+    cmdclass = {"build_ext": NeuronBuildExt}
 
 setup(ext_modules=ext_modules, cmdclass=cmdclass)

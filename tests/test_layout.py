@@ -134,3 +134,32 @@ def test_no_csrc_file_is_over_the_size_limit():
     """One concern per file: a C++ file past 400 lines holds more than one (split it by job)."""
     big = [f"{p.relative_to(ROOT)}: {n} lines" for p in sources() if (n := len(p.read_text().splitlines())) > 400]
     assert not big, "split these by job (at most 400 lines):\n" + "\n".join(big)
+
+
+TORCH_ROOTS = ("ATen", "c10", "torch", "pybind11", "Python.h")
+
+
+def reaches_torch(path, seen=None):
+    """Whether a file includes a torch (or Python) header, itself or through csrc headers."""
+    seen = set() if seen is None else seen
+    if path in seen:
+        return False
+    seen.add(path)
+    return any(
+        (kind == "<" and name.split("/")[0] in TORCH_ROOTS)
+        or (kind == '"' and (CSRC / name).is_file() and reaches_torch(CSRC / name, seen))
+        for kind, name in includes(path)
+    )
+
+
+def test_files_that_reach_torch_include_the_precompiled_header_first():
+    """GCC uses the precompiled torch headers only when they are a file's first #include
+    (docs/building.md); a file that includes them later parses every torch header again."""
+    offenders = [
+        f"{path.relative_to(ROOT)}: first #include is {includes(path)[0][1]!r}"
+        for path in sources()
+        if path.suffix == ".cpp" and reaches_torch(path)
+        and "kineto" not in path.name  # the _kineto extension has its own defines and no precompiled header
+        and includes(path)[0] != ('"', "aten/precompiled.h")
+    ]
+    assert not offenders, 'start these with #include "aten/precompiled.h":\n' + "\n".join(offenders)

@@ -1,6 +1,7 @@
 // torch_neuron_sim._C's device functions: the simulated machine, the current
 // device, lazy initialization and fork state, streams, and the stream-order
 // checker's books (torch_neuron_sim.device, .streams, .stream_check).
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <stdexcept>

@@ -3,6 +3,7 @@
 // only known to pybind11 once torch.distributed has initialised c10d, which
 // `import torch` alone does not do. The collective reporter, a call up into
 // Python, is with the other callbacks (python_callbacks.cpp).
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>
 

@@ -3,6 +3,7 @@
 // the 64-bit rule (.dtype_policy), the compile cache and its metrics
 // (.compile_cache, .metrics), adaptive eager (.adaptive_eager), and what the
 // migration report reads (.report).
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <torch/csrc/utils/pybind.h>
 
 #include <mutex>

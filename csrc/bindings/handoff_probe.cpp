@@ -14,6 +14,7 @@
 // other side is busy long enough (the forward, the backward) to be asleep
 // when the handoff comes: a side that finds work before it sleeps would
 // measure a handoff the engine does not make.
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <atomic>
 #include <chrono>
 #include <condition_variable>

@@ -3,6 +3,7 @@
 // injected failures, the per-process limit, the debug modes, and deliberate
 // host access under NEURON_SIM_PROTECT. Queries and settings only; nothing
 // here is on the allocation path.
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <memory>
 #include <unordered_map>
 

@@ -3,6 +3,7 @@
 // the device with PyTorch (the ATen layer's static registrations); this
 // function only installs the allocator wrapper and the Python callbacks.
 // Nothing here is on the per-op path: these are queries and settings.
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "aten/memory/allocator.h"
 #include "bindings/bindings.h"
 

@@ -1,6 +1,7 @@
 // The profiler's Python surface (torch_neuron_sim.profiler): the device
 // timeline as plain data, the cost model's settings and closed forms, and the
 // record_* functions other layers call. Nothing here is on the per-op path.
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "bindings/bindings.h"
 #include "profiler/record.h"
 #include "profiler/timeline_api.h"

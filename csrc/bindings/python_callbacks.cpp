@@ -10,6 +10,7 @@
 //                                                                              only while a test wraps them)
 // Each callback gives up quietly once the interpreter is finalizing, and
 // reports a Python error as unraisable: the op that triggered it goes on.
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <torch/csrc/utils/pybind.h>
 
 #include "aten/execution/fallback_policy.h"

@@ -1,5 +1,6 @@
 // torch_neuron_sim._C's random-number functions: each device's default
 // generator (torch_neuron_sim.random), under the generator's own mutex.
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <ATen/ops/empty.h>
 #include <torch/csrc/utils/pybind.h>
 

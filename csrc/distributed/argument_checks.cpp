@@ -1,3 +1,4 @@
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "distributed/argument_checks.h"
 
 #include "aten/neuron.h"

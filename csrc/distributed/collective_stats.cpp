@@ -1,3 +1,4 @@
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "distributed/collective_stats.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>

@@ -4,6 +4,7 @@
 // c10d collectives (which have no autograd kernel of their own), runs before
 // c10d's CPU kernel and names the fix instead; for any other group it passes
 // straight through.
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/library.h>
 

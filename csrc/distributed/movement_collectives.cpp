@@ -1,6 +1,7 @@
 // The collectives that move bytes: broadcast, all_gather (four forms), gather,
 // scatter, all_to_all. The dtype never matters to them: gloo moves the device
 // bytes as uint8 host views (collective_staging.h).
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <ATen/ops/empty.h>
 
 #include "aten/execution/tensor_alias.h"

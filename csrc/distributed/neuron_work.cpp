@@ -1,3 +1,4 @@
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "distributed/neuron_work.h"
 
 #include <ATen/core/ivalue_inl.h>

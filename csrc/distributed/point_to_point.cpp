@@ -1,3 +1,4 @@
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "distributed/point_to_point.h"
 
 #include <ATen/core/ivalue_inl.h>

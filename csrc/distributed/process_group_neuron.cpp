@@ -2,6 +2,7 @@
 // recording a collective (op tracking, bytes, the device timeline), barrier
 // and point-to-point. The collectives themselves: reduction_collectives.cpp,
 // movement_collectives.cpp.
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "distributed/process_group_neuron.h"
 
 #include <ATen/ops/empty.h>

@@ -2,6 +2,7 @@
 // and reduce_scatter (composed: gloo has none). Each one declares its
 // argument checks, agrees with the other ranks, stages what gloo cannot take
 // as it is (reduction_plan.h) and hands the host views to gloo.
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <ATen/ops/empty.h>
 #include <ATen/ops/view_as_real.h>
 

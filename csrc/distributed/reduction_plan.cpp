@@ -1,3 +1,4 @@
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "distributed/reduction_plan.h"
 
 #include <ATen/ops/empty.h>

@@ -1,3 +1,4 @@
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "aten/device/generator.h"
 
 #include <ATen/CPUGeneratorImpl.h>

@@ -1,6 +1,7 @@
 // c10's DeviceGuardImplInterface for PrivateUse1: how PyTorch switches the
 // current neuron device and stream (device guards, autograd's device threads,
 // torch.accelerator), and how it records and waits on events.
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <array>

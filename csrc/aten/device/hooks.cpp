@@ -1,6 +1,7 @@
 // PrivateUse1HooksInterface: the questions PyTorch's core asks a backend
 // (is it available, how many devices, which generator, is this pointer
 // pinned) without knowing anything about it.
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/StorageImpl.h>

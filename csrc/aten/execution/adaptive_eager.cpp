@@ -1,3 +1,4 @@
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "aten/execution/adaptive_eager.h"
 
 #include <ATen/Context.h>

@@ -1,3 +1,4 @@
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "aten/execution/call_facts.h"
 
 #include "aten/device/guard.h"

@@ -1,3 +1,4 @@
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "aten/execution/device_events.h"
 
 #include <sys/syscall.h>

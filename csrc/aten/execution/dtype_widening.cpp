@@ -1,3 +1,4 @@
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "aten/execution/dtype_widening.h"
 
 #include <c10/util/SmallVector.h>

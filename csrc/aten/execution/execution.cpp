@@ -7,6 +7,7 @@
 //              (ArenaScope) and adopted as neuron tensors. No copies.
 //   fallback - the op leaves the device: inputs are copied to the host, the
 //              CPU op runs, results are copied back; the op is recorded.
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <ATen/native/CPUFallback.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/util/SmallVector.h>

@@ -19,6 +19,7 @@
 // (fallback, the 64-bit rule, error wording); so this file adds speed, never
 // behaviour. The ops listed always return a fresh tensor, never a view of an
 // input (the boxed path's toDevice handles views; this one need not).
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "aten/execution/fast_path.h"
 
 #include <ATen/ops/_log_softmax_backward_data_ops.h>

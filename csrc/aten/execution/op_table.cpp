@@ -1,3 +1,4 @@
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "aten/execution/op_table.h"
 
 #include "aten/execution/dtype_policy.h"

@@ -1,4 +1,5 @@
 // The device's placement checks of a native call (placement.h).
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "aten/execution/placement.h"
 
 #include <string>

@@ -1,6 +1,7 @@
 // Moving tensors between the two views of arena memory without copying:
 // a neuron tensor seen as a CPU tensor (so a CPU kernel can run on it), and a
 // CPU kernel's arena-backed output taken back as a neuron tensor.
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/TensorImpl.h>

@@ -9,6 +9,7 @@
 // forward and backward are written here as host kernels: execution.cpp runs
 // them in place of the CPU redispatch, inside the same native path (arena
 // outputs, tracking, compile cache, 64-bit rule).
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/SDPBackend.h>

@@ -4,6 +4,7 @@
 // (the ones CUDA and XPU use): matmul-like ops run in the autocast dtype,
 // precision-sensitive ops in float32, mixed-dtype ops at the widest input
 // type, and binary_cross_entropy is refused. Every other op falls through.
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
 

@@ -1,6 +1,7 @@
 // Copies between host and device, between devices, and .item(). Arena memory
 // is host memory, so a copy is the CPU copy kernel between aliases: it does
 // dtype conversion, strides and broadcasting in one pass, at memcpy speed.
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "aten/kernels/copy.h"
 
 #include <ATen/ops/_local_scalar_dense.h>

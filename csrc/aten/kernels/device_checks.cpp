@@ -3,6 +3,7 @@
 // check runs before the op's kernel, after the input-device check, and its
 // error propagates as raised, as the device's preprocessing errors do
 // (docs/semantics.md, "Differences from the CPU").
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/_log_softmax.h>

@@ -5,6 +5,7 @@
 // any native op, so they never fail with "Could not run ... 'CPU' backend".
 // The formulas are the ops' definitions (derivatives of linear, RMSNorm and
 // batch normalization); intermediate math in float32 for reduced precision.
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <ATen/ATen.h>
 #include <torch/library.h>
 

@@ -1,4 +1,5 @@
 // Allocation kernels: every neuron tensor is born here, in its device's arena.
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/ops/empty.h>

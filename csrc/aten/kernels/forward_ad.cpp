@@ -4,6 +4,7 @@
 // entry point - torch.autograd.forward_ad.make_dual, torch.func.jvp, jacfwd -
 // makes a dual tensor through aten::_make_dual, so refusing it there fails
 // loudly at the first step instead of with a missing-kernel error later.
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <torch/library.h>
 
 #include "aten/execution/fallback_policy.h"

@@ -5,6 +5,7 @@
 // back to the CPU - recorded as a fallback, its result returned on the device
 // in the asked layout - unless TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1,
 // which turns it into the device's error.
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <ATen/ATen.h>
 #include <ATen/ops/_to_copy_native.h>
 #include <torch/csrc/autograd/custom_function.h>

@@ -6,6 +6,7 @@
 // native-op table decides on (natively, or through the tracked fallback).
 // The autograd formulas of the fused ops call the *_backward ops below with
 // the workspace the forward saved, so both halves agree on its layout.
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <ATen/ATen.h>
 #include <torch/library.h>
 

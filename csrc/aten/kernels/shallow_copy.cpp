@@ -5,6 +5,7 @@
 // type and for a CPU/neuron pair. The shallow copy takes the source's dispatch
 // keys, so after `x.data = cpu_tensor` x is a plain CPU tensor and later
 // in-place ops run on the CPU (FSDP's CPU offload relies on it).
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <torch/library.h>
 
 #include "aten/neuron.h"

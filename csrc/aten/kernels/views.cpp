@@ -1,6 +1,7 @@
 // Views and storage surgery: kernels that change only metadata (sizes,
 // strides, offset, which storage) and must alias the same arena bytes. They
 // never go through the fallback, which would copy and break aliasing.
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>

@@ -1,6 +1,7 @@
 // The arena as PyTorch sees it: a c10::DeviceAllocator for PrivateUse1 (what
 // torch.accelerator's memory functions read), and a wrapper around the CPU
 // allocator that, inside an ArenaScope, serves CPU kernels from the arena.
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/CPUAllocator.h>
 

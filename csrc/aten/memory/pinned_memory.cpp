@@ -4,6 +4,7 @@
 // what users rely on is the bookkeeping: pin_memory() returns a new tensor
 // that reports is_pinned(), views and storage slices of it are pinned, and
 // ordinary host memory is not.
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "aten/memory/pinned_memory.h"
 
 #include <c10/util/Exception.h>

@@ -5,6 +5,7 @@
 // allocator's recordStream has nothing to hold back and does nothing
 // (allocator.cpp). This kernel checks the call as torch_neuronx's kernel
 // does - a neuron stream - and forwards it to the allocator.
+#include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <c10/core/CachingDeviceAllocator.h>
 #include <torch/library.h>
 
