@@ -52,14 +52,13 @@ from .operands import (  # noqa: F401
 def dma_copy(dst: NkiTensor, src: NkiTensor, oob_mode: Any = oob_mode.error, dge_mode: Any = None,
              **kwargs: Any) -> None:
     instr = "nisa.dma_copy"
-    skip = oob_mode is not None and getattr(oob_mode, "value", oob_mode) == "skip"
     for name, x in (("dst", dst), ("src", src)):
         if not isinstance(x, NkiTensor):
             raise fail(instr, f"{name} is a {type(x).__name__}, expected a tensor")
-        if x.buffer is psum:
+        if x.alloc.buffer is psum:
             raise fail(instr, f"{name} '{x.name}' is in nl.psum, which DMA cannot access",
                        "copy the PSUM tile to SBUF first (nisa.tensor_copy)")
-        if x.oob is not None and not skip:
+        if x.oob is not None and not (oob_mode is not None and getattr(oob_mode, "value", oob_mode) == "skip"):
             raise fail(instr, f"{name}: {x.oob}", "index within the tensor, or pass "
                        "oob_mode=nisa.oob_mode.skip to drop the part outside")
     if src.alloc.unfilled is not None:
@@ -77,12 +76,13 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, oob_mode: Any = oob_mode.error, dge
         raise fail(instr, f"dst '{dst.name}' {dst.shape} has {d.numel()} elements, src '{src.name}' {src.shape} "
                    f"has {s.numel()}", "DMA copies element for element: both sides need the same count")
     values = s if s.dtype == d.dtype else s.float()
-    _write(instr, dst, values.reshape(d.shape), ("sbuf", "hbm"))
+    _write(instr, dst, values if values.shape == d.shape else values.reshape(d.shape), ("sbuf", "hbm"))
     launch = _launch.current()
     launch.count("dma")
     nbytes = d.numel() * max(s.dtype.itemsize, d.dtype.itemsize)
-    launch.work.dma_bytes += nbytes
-    launch.work.hbm_bytes += nbytes * sum(1 for x in (dst, src) if x.buffer.hbm)
+    work = launch.work
+    work.dma_bytes += nbytes
+    work.hbm_bytes += nbytes * ((not dst.alloc.buffer.on_chip) + (not src.alloc.buffer.on_chip))
 
 
 def tensor_copy(dst: NkiTensor, src: Optional[NkiTensor] = None, engine: Any = None, dtype: Any = None,
@@ -147,7 +147,8 @@ def nc_matmul(dst: NkiTensor, stationary: Any = None, moving: Any = None, accumu
         nc_matmul(out, s, m, accumulate=False)
         return out
     instr = "nisa.nc_matmul"
-    lim = _launch.current().limits
+    launch = _launch.current()
+    lim = launch.limits
     _check_tensor(instr, "stationary", stationary, ("sbuf",), hint="TensorE reads its operands from SBUF")
     _check_tensor(instr, "moving", moving, ("sbuf",), hint="TensorE reads its operands from SBUF")
     # New PSUM needs no uninitialised fill unless the product is added to it (accumulate=True).
@@ -191,7 +192,6 @@ def nc_matmul(dst: NkiTensor, stationary: Any = None, moving: Any = None, accumu
             product = product + dst.t.float()
         dst.t.copy_(product)
     mark(dst, True)
-    launch = _launch.current()
     launch.count("tensor", n_size)
     launch.work.flops[_math_class(stationary.dtype, moving.dtype)] += 2.0 * k * m_size * n_size
 

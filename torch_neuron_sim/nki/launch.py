@@ -63,6 +63,7 @@ class Launch:
         self.outputs: dict = {}       # id(tile tensor) -> caller's tensor, for HBM outputs
         self.shared: list = []        # a grid's nl.shared_hbm tensors, in allocation order
         self.shared_next = 0          # the next one this instance allocates
+        self.footprints: dict = {}    # (shape, dtype, buffer) as a kernel passes them -> memory.allocate's checked plan
 
     def where(self) -> str:
         if not self.grid:

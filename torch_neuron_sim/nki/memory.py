@@ -301,13 +301,25 @@ def view(x: NkiTensor, index: Any, instruction: str) -> NkiTensor:
     return NkiTensor(x.t[key], x.alloc, aux, oob or x.oob)
 
 
-def _charge(launch: "_launch.Launch", buffer: Buffer, shape: tuple, dtype: torch.dtype, name: str) -> tuple:
-    lim = launch.limits
+def _footprint(lim: Any, buffer: Buffer, shape: tuple, dtype: torch.dtype, name: str) -> tuple:
+    """What an on-chip tile takes: ("sbuf", bytes per partition) or ("psum", banks); checks
+    the partition limit."""
     if shape[0] > lim.pmax:
         raise fail("nl.ndarray", f"partition dimension {shape[0]} of '{name}' in {buffer!r} exceeds maximum "
                    f"{lim.pmax}", "put at most 128 rows on the partition dimension (dim 0) and tile the rest")
     per_partition = math.prod(shape[1:]) * dtype.itemsize
     if buffer is sbuf:
+        return ("sbuf", per_partition)
+    return ("psum", max(1, -(-per_partition // lim.psum_bank_bytes)))
+
+
+def _charge(launch: "_launch.Launch", buffer: Buffer, shape: tuple, dtype: torch.dtype, name: str,
+            footprint: tuple) -> tuple:
+    """Books `footprint` against the launch's capacity (raising when it does not fit)."""
+    lim = launch.limits
+    kind, amount = footprint
+    if kind == "sbuf":
+        per_partition = amount
         if launch.check_capacity and launch.sbuf_used + per_partition > lim.sbuf_bytes_per_partition:
             raise fail("nl.ndarray", f"SBUF capacity exceeded: '{name}' {tuple(shape)} {dtype} needs "
                        f"{per_partition} bytes per partition, {launch.sbuf_used} are in use, "
@@ -315,34 +327,54 @@ def _charge(launch: "_launch.Launch", buffer: Buffer, shape: tuple, dtype: torch
                        f"({lim.sbuf_bytes_per_partition * lim.pmax // (1024 * 1024)} MiB)",
                        "use smaller tiles or let tiles die (allocate inside the loop that uses them)")
         launch.sbuf_used += per_partition
-        launch.sbuf_peak = max(launch.sbuf_peak, launch.sbuf_used)
-        return ("sbuf", per_partition)
-    banks = max(1, -(-per_partition // lim.psum_bank_bytes))
+        if launch.sbuf_used > launch.sbuf_peak:
+            launch.sbuf_peak = launch.sbuf_used
+        return footprint
+    banks = amount
     if launch.check_capacity and launch.psum_banks_used + banks > lim.psum_banks:
         raise fail("nl.ndarray", f"PSUM capacity exceeded: '{name}' {tuple(shape)} {dtype} needs {banks} of the "
                    f"{lim.psum_banks} banks of {lim.psum_bank_bytes} bytes per partition, "
                    f"{launch.psum_banks_used} are in use",
                    "let PSUM tiles die (allocate them inside the loop) or copy results to SBUF and reuse the bank")
     launch.psum_banks_used += banks
-    return ("psum", banks)
+    return footprint
 
 
 _names = [0]
 
 
+def _new_name(buf: Buffer) -> str:
+    _names[0] += 1
+    return f"{buf.name}_tensor_{_names[0]}"
+
+
 def allocate(shape: Any, dtype: Any, buffer: Any, name: Optional[str] = None, fill: Any = None) -> NkiTensor:
     launch = _launch.current()
-    buf = buffer if isinstance(buffer, Buffer) else buffer_of(buffer)
-    shape = tuple(map(int, shape)) if isinstance(shape, (tuple, list)) else (int(shape),)
-    if not shape or min(shape) <= 0:
-        raise fail("nl.ndarray", f"shape {shape} of '{name or 'tensor'}': every dimension must be positive")
-    dt = torch_dtype(dtype)
+    # A loop allocates the same tiles each iteration: their shape, dtype and partition checks
+    # are done once per launch (the capacity check, which depends on what is live, every time).
+    key = (shape, dtype, buffer) if type(shape) is tuple else None
+    try:
+        plan = launch.footprints.get(key)
+    except TypeError:  # an unhashable dtype or shape element: no plan kept
+        key = plan = None
+    if plan is None:
+        buf = buffer if isinstance(buffer, Buffer) else buffer_of(buffer)
+        shape = tuple(map(int, shape)) if isinstance(shape, (tuple, list)) else (int(shape),)
+        if not shape or min(shape) <= 0:
+            raise fail("nl.ndarray", f"shape {shape} of '{name or 'tensor'}': every dimension must be positive")
+        dt = torch_dtype(dtype)
+        if name is None:
+            name = _new_name(buf)
+        footprint = _footprint(launch.limits, buf, shape, dt, name) if buf.on_chip else None
+        plan = (buf, shape, dt, footprint)
+        if key is not None:
+            launch.footprints[key] = plan
+    buf, shape, dt, footprint = plan
     if name is None:
-        _names[0] += 1
-        name = f"{buf.name}_tensor_{_names[0]}"
+        name = _new_name(buf)
     alloc = Allocation(buf, name)
-    if buf.on_chip:
-        kind, amount = _charge(launch, buf, shape, dt, name)
+    if footprint is not None:
+        kind, amount = _charge(launch, buf, shape, dt, name, footprint)
         alloc.charge = (launch, kind, amount)
     if buf.hbm:
         return _hbm_tensor(launch, buf, shape, dt, name, fill)

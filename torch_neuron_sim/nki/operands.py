@@ -212,11 +212,10 @@ def _scalar_or_column(instr: str, operand: str, v: Any, data: NkiTensor) -> Any:
 
 
 def _math_class(*dtypes: torch.dtype) -> str:
-    if any(d.itemsize >= 4 for d in dtypes):
+    sizes = [d.itemsize for d in dtypes]
+    if max(sizes) >= 4:
         return "float32"
-    if all(d.itemsize == 1 for d in dtypes):
-        return "float8"
-    return "bfloat16"
+    return "float8" if max(sizes) == 1 else "bfloat16"
 
 
 def _as(v: Any, like: torch.Tensor) -> torch.Tensor:
