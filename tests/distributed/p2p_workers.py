@@ -3,6 +3,7 @@ recv from any rank, batch_isend_irecv on the neuron backend. Each rank builds
 what its peer sends itself, so every received tensor is checked on the CPU."""
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import tempfile
@@ -133,14 +134,20 @@ def p2p_faults(rank: int, ws: int) -> dict:
     out["self"] = _error(lambda: dist.send(torch.ones(2, device=dev), dst=rank))
     out["tag"] = _error(lambda: dist.send(torch.ones(2, device=dev), dst=peer, tag=1 << 30))
     out["cpu"] = _error(lambda: dist.send(torch.ones(2), dst=peer))
+    # A peer that never posts, once each way. The group's timeout is 2 s. gloo closes a
+    # connection whose operation timed out, so a rank still waiting on the same connection
+    # would see "peer closed" instead of its own timeout: one rank waits at a time, each on a
+    # group of its own, while the other stays alive without touching that group.
+    second = dist.new_group(timeout=datetime.timedelta(seconds=2))
     dist.barrier()
-    # the group's timeout is 2 s: rank 0 waits for a send rank 1 never posts, and
-    # rank 1 for a recv rank 0 never posts
-    start = time.monotonic()
     if rank == 0:
+        start = time.monotonic()
         out["never"] = _error(lambda: dist.recv(torch.empty(2, device=dev), src=1, tag=7))
-    else:
-        out["never"] = _error(lambda: dist.send(torch.ones(2, device=dev), dst=0, tag=8))
-    out["seconds"] = time.monotonic() - start
-    stay_until_all_done("p2p_faults", ws)  # a rank that left early would close the other's wait
+        out["seconds"] = time.monotonic() - start
+    stay_until_all_done("p2p_faults/recv", ws)
+    if rank == 1:
+        start = time.monotonic()
+        out["never"] = _error(lambda: dist.send(torch.ones(2, device=dev), dst=0, tag=8, group=second))
+        out["seconds"] = time.monotonic() - start
+    stay_until_all_done("p2p_faults/send", ws)
     return out
