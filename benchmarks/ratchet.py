@@ -15,8 +15,9 @@ from pathlib import Path
 from timing import Row
 
 FILE = Path(__file__).resolve().parent / "ratchets.json"
-# Medians of repeated quiet runs move by a few percent; more than this is a regression.
-NOISE = 0.15
+# Medians of whole quiet runs with no change to the code they time move by up to ~20% on the
+# noisiest rows (the overhead-bound compiled step: 1.63x, then 1.96x); more than this is a regression.
+NOISE = 0.25
 
 
 def load(path: Path = FILE) -> dict[str, float]:

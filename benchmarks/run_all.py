@@ -162,8 +162,11 @@ def main() -> None:
         "batches. A verdict against an aim reads the median: a row that meets its aim only on its\n"
         "best batch shows as missed. *Steady state* rows preallocate outputs on both sides (the cost of the\n"
         "op); *first touch* rows make a fresh output per call, where the CPU allocator page-faults new\n"
-        "memory that the arena already holds. Where a table's columns name other sides (report on and\n"
-        "off, profiled and not), its ratio is theirs; tables without a ratio (the report page's size and\n"
+        "memory that the arena already holds. A missed aim shows its ratchet: the best median a whole\n"
+        "run has committed (`benchmarks/ratchets.json`), which a later run may beat but not exceed by\n"
+        "more than 25% (run-to-run noise) without failing `make bench`. Where a table's columns name\n"
+        "other sides (report on and off, profiled and not), its ratio is theirs; tables without a ratio\n"
+        "(the report page's size and\n"
         "open time, thread switches per collective) give the figures themselves.\n\n" + body)
     readme = README.read_text()
     if START in readme and END in readme:
