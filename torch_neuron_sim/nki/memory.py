@@ -24,6 +24,7 @@ from . import launch as _launch
 from .dtypes import torch_dtype
 from .errors import fail
 from .index import AffineIndex, affine_to_slices
+from .on_chip import charge, footprint_of
 
 UNINITIALIZED_INT = 4  # what new integer memory holds (AWS's simulator uses the same value)
 
@@ -301,45 +302,6 @@ def view(x: NkiTensor, index: Any, instruction: str) -> NkiTensor:
     return NkiTensor(x.t[key], x.alloc, aux, oob or x.oob)
 
 
-def _footprint(lim: Any, buffer: Buffer, shape: tuple, dtype: torch.dtype, name: str) -> tuple:
-    """What an on-chip tile takes: ("sbuf", bytes per partition) or ("psum", banks); checks
-    the partition limit."""
-    if shape[0] > lim.pmax:
-        raise fail("nl.ndarray", f"partition dimension {shape[0]} of '{name}' in {buffer!r} exceeds maximum "
-                   f"{lim.pmax}", "put at most 128 rows on the partition dimension (dim 0) and tile the rest")
-    per_partition = math.prod(shape[1:]) * dtype.itemsize
-    if buffer is sbuf:
-        return ("sbuf", per_partition)
-    return ("psum", max(1, -(-per_partition // lim.psum_bank_bytes)))
-
-
-def _charge(launch: "_launch.Launch", buffer: Buffer, shape: tuple, dtype: torch.dtype, name: str,
-            footprint: tuple) -> tuple:
-    """Books `footprint` against the launch's capacity (raising when it does not fit)."""
-    lim = launch.limits
-    kind, amount = footprint
-    if kind == "sbuf":
-        per_partition = amount
-        if launch.check_capacity and launch.sbuf_used + per_partition > lim.sbuf_bytes_per_partition:
-            raise fail("nl.ndarray", f"SBUF capacity exceeded: '{name}' {tuple(shape)} {dtype} needs "
-                       f"{per_partition} bytes per partition, {launch.sbuf_used} are in use, "
-                       f"{lim.profile} has {lim.sbuf_bytes_per_partition} bytes per partition "
-                       f"({lim.sbuf_bytes_per_partition * lim.pmax // (1024 * 1024)} MiB)",
-                       "use smaller tiles or let tiles die (allocate inside the loop that uses them)")
-        launch.sbuf_used += per_partition
-        if launch.sbuf_used > launch.sbuf_peak:
-            launch.sbuf_peak = launch.sbuf_used
-        return footprint
-    banks = amount
-    if launch.check_capacity and launch.psum_banks_used + banks > lim.psum_banks:
-        raise fail("nl.ndarray", f"PSUM capacity exceeded: '{name}' {tuple(shape)} {dtype} needs {banks} of the "
-                   f"{lim.psum_banks} banks of {lim.psum_bank_bytes} bytes per partition, "
-                   f"{launch.psum_banks_used} are in use",
-                   "let PSUM tiles die (allocate them inside the loop) or copy results to SBUF and reuse the bank")
-    launch.psum_banks_used += banks
-    return footprint
-
-
 _names = [0]
 
 
@@ -365,7 +327,7 @@ def allocate(shape: Any, dtype: Any, buffer: Any, name: Optional[str] = None, fi
         dt = torch_dtype(dtype)
         if name is None:
             name = _new_name(buf)
-        footprint = _footprint(launch.limits, buf, shape, dt, name) if buf.on_chip else None
+        footprint = footprint_of(launch.limits, buf, shape, dt, name) if buf.on_chip else None
         plan = (buf, shape, dt, footprint)
         if key is not None:
             launch.footprints[key] = plan
@@ -374,7 +336,7 @@ def allocate(shape: Any, dtype: Any, buffer: Any, name: Optional[str] = None, fi
         name = _new_name(buf)
     alloc = Allocation(buf, name)
     if footprint is not None:
-        kind, amount = _charge(launch, buf, shape, dt, name, footprint)
+        kind, amount = charge(launch, buf, shape, dt, name, footprint)
         alloc.charge = (launch, kind, amount)
     if buf.hbm:
         return _hbm_tensor(launch, buf, shape, dt, name, fill)
