@@ -97,7 +97,8 @@ SANITIZE_TESTS ?= tests/test_execution.py tests/test_structured_fallback.py test
 test-sanitize: setup
 	$(BUILD_ENV) $(PY) scripts/test_sanitize.py $(SANITIZE_TESTS)
 
-# Writes docs/benchmarks.md and the README's table (figures come from this run only;
+# Writes docs/benchmarks.md, the README's table and benchmarks/ratchets.json, and fails when
+# a missed aim got worse than its committed ratchet (figures come from this run only;
 # bench_report_page opens the report page in headless Chromium, hence browser).
 bench: setup browser
 	$(PY) benchmarks/run_all.py
