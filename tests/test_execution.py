@@ -334,3 +334,26 @@ def test_device_check_on_a_fast_path_op_runs_on_the_common_call(tracked):
     assert tracked.get_op_counts().get("aten::mm", {"executed": 0})["executed"] == 0  # refused calls never ran
     torch.testing.assert_close(torch.mm(a, a).cpu(), expected)
     assert tracked.get_op_counts()["aten::mm"]["executed"] == 1
+
+
+def test_loading_another_table_takes_away_the_kernels_only_the_old_one_needed(tmp_path):
+    # load()/extend() replace the native set: a device kernel registered for
+    # the old set alone (clamp_.Tensor, while clamp is not native) must not
+    # keep rerouting the op once a table with a native clamp is loaded again.
+    ns = torch_neuron_sim.native_ops
+    kernels = lambda: sorted(torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1"))  # noqa: E731
+    table, registered = ns.current(), kernels()
+    before = _routing("clamp_")
+    try:
+        without_clamp = tmp_path / "without-clamp.txt"
+        without_clamp.write_text("\n".join(n for n in table if not n.startswith("aten::clamp")))
+        ns.load(without_clamp)
+        assert _routing("clamp_")[1] == ["aten::clamp_.Tensor"]
+        ns.extend(["aten::kron"])
+        assert _routing("kron") == (["aten::kron"], [])
+    finally:
+        ns.load()
+    assert _routing("clamp_") == before
+    assert _routing("kron") == (["aten::mul.Tensor"], [])
+    assert kernels() == registered
+    assert ns.current() == table

@@ -155,15 +155,27 @@ def _structured_functionals(native: list[str]) -> list[str]:
             continue
         if family(name) in native_bases or name in _NEVER_DIRECT:
             continue
-        if has(name, "CPU") and not has(name, "PrivateUse1") and not has(name, "CompositeImplicitAutograd"):
+        own = name in _state["registered"]  # a kernel an earlier set had registered still counts as absent
+        if has(name, "CPU") and (own or not has(name, "PrivateUse1")) and not has(name, "CompositeImplicitAutograd"):
             out.append(name)
     return out
 
 
 def _apply(names: list[str], version: str) -> None:
+    """Make `names` the native set, with exactly the device kernels it needs.
+
+    Kernels an earlier set needed and this one does not go away: left in
+    place, they would reroute ops for good (after a set without clamp,
+    clamp_.Tensor would fall back under its own name instead of reaching the
+    native clamp.Tensor_out)."""
     _C._set_native_ops(names)
-    direct = [n for n in names if n not in _state["registered"] and _needs_direct_kernel(n)]
-    direct += [n for n in _structured_functionals(names) if n not in _state["registered"] and n not in direct]
+    needed = [n for n in names if _needs_direct_kernel(n)]
+    needed += sorted(set(_structured_functionals(names)) - set(needed))
+    stale = _state["registered"] - set(needed)
+    if stale:
+        _C._remove_native_kernels(sorted(stale))
+        _state["registered"] -= stale
+    direct = [n for n in needed if n not in _state["registered"]]
     if direct:
         _C._register_native_kernels(direct)
         _C._register_autograd_passthrough([n for n in direct if _autograd_passthrough(n)])
@@ -196,17 +208,12 @@ def override(names: Iterable[str]) -> Iterator[None]:
         with native_ops.override([]):              # every op takes the fallback
         with native_ops.override(current() + ["aten::cumprod"]):
     """
-    saved, saved_version, saved_registered = current(), _state["version"], set(_state["registered"])
+    saved, saved_version = current(), _state["version"]
     try:
         _apply(sorted({n if "::" in n else f"aten::{n}" for n in names}), f"{saved_version}+override")
         yield
     finally:
-        # Kernels registered for the block go away: left in place, they would
-        # reroute ops for good (clamp_.Tensor would fall back under its own
-        # name instead of reaching the native clamp.Tensor_out).
-        _C._remove_native_kernels(sorted(_state["registered"] - saved_registered))
-        _state["registered"] = saved_registered
-        _apply(saved, saved_version)
+        _apply(saved, saved_version)  # the block's own kernels go with it
 
 
 def current() -> list[str]:
