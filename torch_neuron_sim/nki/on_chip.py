@@ -6,11 +6,12 @@ fails with the numbers and what to do."""
 from __future__ import annotations
 
 import math
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from .errors import fail
+
+if TYPE_CHECKING:  # annotations only: a tile's dtype is a torch.dtype
+    import torch
 
 
 def footprint_of(lim: Any, buffer: Any, shape: tuple, dtype: torch.dtype, name: str) -> tuple:
