@@ -28,6 +28,13 @@
 #include "runtime/device_timeline.h"
 
 namespace neuron_sim::bindings {
+namespace {
+
+struct Counters {  // the report's counters, opaque to Python (a type of this module's own)
+  ReportCounters c;
+};
+
+}  // namespace
 
 void registerExecutionBindings(py::module_& m) {
   // The native set and op tracking
@@ -130,6 +137,27 @@ void registerExecutionBindings(py::module_& m) {
     d["bytes"] = c.bytes;
     d["ns"] = c.ns;
     return d;
+  });
+  // The report's counters in one call at its start and one at its stop, kept
+  // in C++ until the report is read (report_measures.h).
+  py::class_<Counters>(m, "_ReportCounters")
+      .def_property_readonly("unsupported", [](const Counters& c) { return c.c.unsupported; })
+      .def_property_readonly("host_casts64", [](const Counters& c) { return c.c.host_casts64; })
+      .def_property_readonly("host_copies", [](const Counters& c) {
+        return py::make_tuple(c.c.copies.count, c.c.copies.bytes, c.c.copies.ns);
+      })
+      .def_property_readonly("allocated", [](const Counters& c) { return c.c.allocated; })
+      .def_property_readonly("peak", [](const Counters& c) { return c.c.peak; });
+  m.def("_report_counters", [](bool reset_peaks) { return Counters{reportCounters(reset_peaks)}; },
+        py::arg("reset_peaks"));
+  // (name, executed, fallbacks, downcasts_f64, downcasts_i64, compilations,
+  // cache_hits, time_ns, copy_ns, copied_bytes) of each op that changed.
+  m.def("_report_op_deltas", [](const Counters& before, const Counters& now) {
+    py::list out;
+    for (const auto& d : opDeltas(before.c, now.c))
+      out.append(py::make_tuple(d.name, d.executed, d.fallbacks, d.downcasts_f64, d.downcasts_i64, d.compilations,
+                                d.cache_hits, d.time_ns, d.copy_ns, d.copied_bytes));
+    return out;
   });
   m.def("_note_unsupported", &noteUnsupported);
   m.def("_unsupported_hits", &unsupportedHits);

@@ -104,6 +104,24 @@ py::dict snapshotDict(const history::Snapshot& snap) {
   return out;
 }
 
+py::list usageDicts(const std::vector<history::UsageSeries>& series) {
+  py::list out;
+  for (const auto& u : series) {
+    py::dict d;
+    d["device"] = u.device;
+    d["events"] = u.events;
+    d["downsampled"] = u.downsampled;
+    d["seconds"] = u.seconds;
+    d["bytes"] = u.bytes;
+    out.append(d);
+  }
+  return out;
+}
+
+struct PendingUsage {
+  std::vector<history::UsageSeries> series;
+};
+
 // `with _HostAccess(): ...` holds a runtime::HostAccess on this thread.
 struct HostAccessContext {
   std::unique_ptr<runtime::HostAccess> access;
@@ -127,18 +145,11 @@ void registerMemoryBindings(py::module_& m) {
   m.def("_record_memory_history", &history::recordHistory, py::arg("enabled"), py::arg("context"),
         py::arg("max_entries"), py::arg("clear_history"));
   m.def("_memory_snapshot", [] { return snapshotDict(history::snapshot()); });
+  // The series stay in C++ until dicts(): the migration report builds them
+  // when it stops and turns them into Python objects only when it is read.
+  py::class_<PendingUsage>(m, "_PendingUsage").def("dicts", [](const PendingUsage& p) { return usageDicts(p.series); });
   m.def("_memory_usage_since", [](double since_us, const std::vector<uint64_t>& base_bytes, size_t limit) {
-    py::list out;
-    for (const auto& u : history::usageSince(since_us, base_bytes, limit)) {
-      py::dict d;
-      d["device"] = u.device;
-      d["events"] = u.events;
-      d["downsampled"] = u.downsampled;
-      d["seconds"] = u.seconds;
-      d["bytes"] = u.bytes;
-      out.append(d);
-    }
-    return out;
+    return PendingUsage{history::usageSince(since_us, base_bytes, limit)};
   });
   m.def("_allocation_site",
         [](uintptr_t data) { return history::allocationSite(reinterpret_cast<const void*>(data)); });

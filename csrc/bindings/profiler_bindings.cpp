@@ -177,6 +177,11 @@ class EventDicts {
 // The longest events of a summary kept in C++ until read (the migration
 // report draws them only when its data is read): a run that never reads its
 // report never builds thousands of dicts.
+struct PendingSummary {
+  runtime::TimelineSummary summary;
+  std::shared_ptr<const CostModel> model;
+};
+
 struct DrawnEvents {
   std::vector<runtime::DeviceEvent> events;
   int64_t t0_ns = 0;
@@ -214,6 +219,48 @@ py::dict engineCostDict(const runtime::EngineCost& c) {
   return d;
 }
 
+// A summary as Python data (drawn: the longest events as a DrawnEvents).
+py::dict summaryDict(runtime::TimelineSummary s, bool drawn) {
+  const auto buckets = [](const runtime::BucketSeconds& b) {
+    py::dict d;
+    for (size_t k = 0; k < runtime::kBuckets; ++k) d[runtime::bucketName(static_cast<runtime::Bucket>(k))] = b[k];
+    return d;
+  };
+  py::list rows;
+  for (const auto& r : s.rows) {
+    py::dict d = buckets(r.buckets);
+    d["name"] = r.name ? *r.name : std::string();
+    d["kind"] = runtime::eventKindName(r.kind);
+    d["count"] = r.count;
+    d["seconds"] = r.seconds;
+    d["flops"] = r.flops;
+    d["bytes"] = r.bytes;
+    rows.append(d);
+  }
+  py::list busy;
+  for (const auto& [stream, seconds] : s.busy) busy.append(py::make_tuple(stream.first, stream.second, seconds));
+  py::object longest;
+  if (drawn) {
+    longest = py::cast(DrawnEvents{std::move(s.longest), s.first_start_ns});
+  } else {
+    py::list all;
+    EventDicts dicts;
+    for (const auto& e : s.longest) all.append(dicts.full(e));
+    longest = all;
+  }
+  py::dict out;
+  out["rows"] = rows;
+  out["breakdown"] = buckets(s.breakdown);
+  out["busy"] = busy;
+  out["count"] = s.count;
+  out["launches"] = s.launches;
+  out["compilations"] = s.compilations;
+  out["fused_launches"] = s.fused_launches;
+  out["first_start_ns"] = s.first_start_ns;
+  out["longest"] = longest;
+  return out;
+}
+
 }  // namespace
 
 void registerProfilerBindings(py::module_& m) {
@@ -241,46 +288,17 @@ void registerProfilerBindings(py::module_& m) {
         return out;
       });
   m.def("_prof_summary", [](uint64_t from, uint64_t to, size_t keep, bool drawn) {
-    runtime::TimelineSummary s = runtime::summarize(from, to, keep);
-    const auto buckets = [](const runtime::BucketSeconds& b) {
-      py::dict d;
-      for (size_t k = 0; k < runtime::kBuckets; ++k) d[runtime::bucketName(static_cast<runtime::Bucket>(k))] = b[k];
-      return d;
-    };
-    py::list rows;
-    for (const auto& r : s.rows) {
-      py::dict d = buckets(r.buckets);
-      d["name"] = r.name ? *r.name : std::string();
-      d["kind"] = runtime::eventKindName(r.kind);
-      d["count"] = r.count;
-      d["seconds"] = r.seconds;
-      d["flops"] = r.flops;
-      d["bytes"] = r.bytes;
-      rows.append(d);
-    }
-    py::list busy;
-    for (const auto& [stream, seconds] : s.busy) busy.append(py::make_tuple(stream.first, stream.second, seconds));
-    py::object longest;
-    if (drawn) {
-      longest = py::cast(DrawnEvents{std::move(s.longest), s.first_start_ns});
-    } else {
-      py::list all;
-      EventDicts dicts;
-      for (const auto& e : s.longest) all.append(dicts.full(e));
-      longest = all;
-    }
-    py::dict out;
-    out["rows"] = rows;
-    out["breakdown"] = buckets(s.breakdown);
-    out["busy"] = busy;
-    out["count"] = s.count;
-    out["launches"] = s.launches;
-    out["compilations"] = s.compilations;
-    out["fused_launches"] = s.fused_launches;
-    out["first_start_ns"] = s.first_start_ns;
-    out["longest"] = longest;
-    return out;
+    return summaryDict(runtime::summarize(from, to, keep), drawn);
   }, py::arg("from"), py::arg("to"), py::arg("keep"), py::arg("drawn") = false);
+  // The same summary kept in C++ with the cost model of its events, for the
+  // migration report: dict() builds what _prof_summary(drawn=True) returns,
+  // model() what _prof_cost_model does, when the report is read.
+  py::class_<PendingSummary>(m, "_PendingSummary")
+      .def("dict", [](const PendingSummary& p) { return summaryDict(p.summary, true); })
+      .def("model", [](const PendingSummary& p) { return modelDict(*p.model); });
+  m.def("_prof_summary_later", [](uint64_t from, uint64_t to, size_t keep) {
+    return PendingSummary{runtime::summarize(from, to, keep), runtime::costModel()};
+  });
   m.def("_prof_set_model_clock", &runtime::setModelClock);
   m.def("_prof_model_clock_on", &runtime::modelClockOn);
   m.def("_prof_model_clock_ns", &runtime::modelClockNs);

@@ -184,14 +184,15 @@ def _snapshot(device: _DeviceLike = None) -> dict[str, Any]:
     return _C._memory_snapshot()
 
 
-def _usage_since(since_us: float, base_bytes: list[int], limit: int) -> list[dict[str, Any]]:
+def _usage_since(since_us: float, base_bytes: list[int], limit: int) -> Any:
     """HBM in use over time from the allocator's trace (as recorded while
     history is on), per device with activity at or after ``since_us``
-    (µs since the epoch), starting at ``base_bytes[device]``: {"device",
-    "events", "downsampled", "seconds", "bytes"}, at most about ``limit``
-    points (seconds to the µs, whole bytes), each run of points keeping its
-    first, lowest, highest and last
-    (built in C++: csrc/aten/memory/usage_series.cpp)."""
+    (µs since the epoch), starting at ``base_bytes[device]``, at most about
+    ``limit`` points (seconds to the µs, whole bytes), each run of points
+    keeping its first, lowest, highest and last (built in C++:
+    csrc/aten/memory/usage_series.cpp). The series stay in C++ until the
+    result's ``dicts()`` returns them: {"device", "events", "downsampled",
+    "seconds", "bytes"} per device."""
     return _C._memory_usage_since(since_us, base_bytes, limit)
 
 

@@ -126,16 +126,12 @@ class Timeline:
         self.summary: Optional[dict] = None
         self._first: Optional[int] = None
 
-    def summary_or_empty(self) -> dict:
-        """The summary, or that of an empty stretch when recording never started."""
-        return self.summary or _C._prof_summary(0, 0, 0)
-
     def start(self) -> "Timeline":
         _C._prof_add_recorder()
         self._first = _C._prof_event_count()
         return self
 
-    def stop(self, events: bool = True, longest: int = 0, drawn: bool = False) -> "Timeline":
+    def stop(self, events: bool = True, longest: int = 0, drawn: bool = False, later: bool = False) -> "Timeline":
         """Stops recording. ``self.summary`` sums the events up (rows per op and
         kind, seconds per bucket, each stream's busy seconds, the ``longest``
         longest events), computed in C++ in one pass; ``self.events`` holds
@@ -144,12 +140,16 @@ class Timeline:
         longest events stay in C++ until ``summary["longest"].dicts()`` turns
         them into dicts as the report draws them: name, kind, lane
         ("neuron:D stream S"), start_ms (from the first event), dur_ms, bound,
-        flops, bytes."""
+        flops, bytes. With ``later`` the summary stays in C++ too:
+        ``self.summary`` is then an object whose ``dict()`` returns it (drawn)
+        and whose ``model()`` returns the cost model of its events, as
+        ``cost_model()`` did when it stopped."""
         if self._first is None:
             return self
         try:
             last = _C._prof_event_count()
-            self.summary = _C._prof_summary(self._first, last, longest, drawn)
+            self.summary = (_C._prof_summary_later(self._first, last, longest) if later
+                            else _C._prof_summary(self._first, last, longest, drawn))
             if events:
                 self.events = list(_C._prof_events(self._first, last))
                 for annotate in _event_annotators:

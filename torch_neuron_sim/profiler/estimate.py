@@ -126,19 +126,22 @@ def adaptive_eager_line(t: dict) -> str:
 
 
 def from_summary(summary: dict, profile: str, lnc: int, compile_seconds: float = 0.0,
-                 model: Optional[dict] = None, events: Optional[list] = None) -> Estimate:
+                 model: Optional[dict] = None, events: Optional[list] = None,
+                 adaptive_eager: Optional[bool] = None) -> Estimate:
     """An Estimate from a summed-up device timeline (``Timeline.summary``, made
     in C++ in one pass: rows per op and kind, seconds per bucket, each stream's
     busy time). ``compile_seconds``: compilations outside those events (a
     warm-up); the ones among them (the compile bucket) are added, so the
-    report's JSON and the timeline it draws agree."""
+    report's JSON and the timeline it draws agree. ``adaptive_eager``: whether
+    the events were recorded under adaptive eager (None: as it is now)."""
     ops = sorted((OpEstimate(r["name"], r["kind"], r["count"], r["seconds"], flops=r["flops"], bytes=r["bytes"],
                              **{b: r[b] for b in BUCKETS}) for r in summary["rows"]), key=lambda r: -r.seconds)
     breakdown = {b: summary["breakdown"][b] for b in BUCKETS}
     total = max((seconds for _, _, seconds in summary["busy"]), default=0.0)
-    from ..execution import adaptive_eager as _adaptive
-
-    on = _adaptive.enabled()  # the events were recorded under adaptive eager: its launches are the real ones
+    if adaptive_eager is None:
+        from ..execution import adaptive_eager as _adaptive
+        adaptive_eager = _adaptive.enabled()
+    on = adaptive_eager  # the events were recorded under adaptive eager: its launches are the real ones
     return Estimate(profile, lnc, total, breakdown, ops, compile_seconds + breakdown["compile"], list(events or []),
                     dict(model or {}), launches=summary.get("launches", 0),
                     compilations=summary.get("compilations", 0),

@@ -45,7 +45,7 @@ import torch
 
 from .. import _C
 from ..execution import compile_cache, dtype_policy, tracking
-from ..device.device import is_initialized as _device_initialized, machine as _machine
+from ..device.device import machine as _machine
 from ..distributed.collective_ops import POINT_TO_POINT_OPS
 
 MANY_SHAPES = 16  # an op compiled for at least this many signatures is a dynamic-shape risk
@@ -87,16 +87,9 @@ def _record_collective(op_name: str, nbytes: int) -> None:
         r._collective_bytes[key] += nbytes
 
 
-def _snapshot() -> dict[str, Any]:
+def _graph_state() -> dict[str, Any]:
     from ..compile import graphs
-    return {
-        "ops": {s["name"]: s for s in tracking.op_stats()},
-        "unsupported": tracking.unsupported_features(),
-        "host_casts": dtype_policy.host_casts_64bit(),
-        "graphs": len(graphs.records()),
-        "graph_breaks": graphs.graph_breaks(),
-        "host_copies": _host_copies(),
-    }
+    return {"graphs": len(graphs.records()), "graph_breaks": graphs.graph_breaks()}
 
 
 def _torch_compile(before: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
@@ -115,12 +108,6 @@ def _torch_compile(before: dict[str, Any], now: dict[str, Any]) -> dict[str, Any
             "graph_breaks": sorted(breaks, key=lambda b: (-b["count"], b["reason"]))}
 
 
-def _host_copies() -> dict[str, float]:
-    # Copies between host and device outside fallbacks (.cpu(), .to(), .item()),
-    # measured in C++ while a report is active (csrc/aten/execution/report_measures.h).
-    return dict(_C._host_copy_stats())
-
-
 class _MemoryTimeline:
     """HBM in use over time, from the allocator's trace of allocs and frees
     (torch.neuron.memory._record_memory_history, sizes only). Switched on for
@@ -133,43 +120,48 @@ class _MemoryTimeline:
         self._owned = False
         self.available = True
 
-    def start(self) -> None:
+    def start(self, base: list[int]) -> None:
+        """base: each device's HBM in use now (where its series starts)."""
         self._t0_us = time.time() * 1e6
-        self._base = {i: (torch.neuron.memory_allocated(i) if _device_initialized() else 0)
-                      for i in range(torch.neuron.device_count())}
+        self._base = base
         mode = self._memory._history_mode
         if mode is None:
             self._memory._record_sizes(True)
             self._owned = True
         self.available = mode in (None, "all")
 
-    def stop(self) -> list[dict[str, Any]]:
-        series = []
-        if self.available:
-            base = [self._base.get(i, 0) for i in range(torch.neuron.device_count())]
-            series = self._memory._usage_since(self._t0_us, base, MEMORY_POINTS)
+    def stop(self) -> Any:
+        """The series, summed up in C++ and kept there until _series() reads them."""
+        series = self._memory._usage_since(self._t0_us, self._base, MEMORY_POINTS) if self.available else None
         if self._owned and self._memory._history_mode is None:  # unless the program started its own meanwhile
             self._memory._record_sizes(False)
-        return [{"device": f"neuron:{u['device']}", "events": u["events"], "downsampled": u["downsampled"],
-                 "seconds": u["seconds"], "bytes": u["bytes"]}  # to the µs and in whole bytes (usage_series.cpp)
-                for u in series]
+        return series
+
+
+def _series(pending: Any) -> list[dict[str, Any]]:
+    return [{"device": f"neuron:{u['device']}", "events": u["events"], "downsampled": u["downsampled"],
+             "seconds": u["seconds"], "bytes": u["bytes"]}  # to the µs and in whole bytes (usage_series.cpp)
+            for u in (pending.dicts() if pending is not None else [])]
 
 
 class Report:
     """Collects while active (between start() and stop(), or as a context
     manager); `data` holds the result afterwards. Counts are the activity
-    inside the window; peak HBM is measured from start() (the peaks are reset)."""
+    inside the window; peak HBM is measured from start() (the peaks are reset).
+
+    start() and stop() each read the counters in one call into C++ and keep
+    what they read there; `data` is built from it when first read, so a report
+    per training step that is never read costs the step little."""
 
     def __init__(self, many_shapes: int = MANY_SHAPES, html: Optional[str] = None, trace: Optional[str] = None):
         self.many_shapes = many_shapes
-        self._data: dict[str, Any] = {}
+        self._data: Optional[dict[str, Any]] = {}
         self.error: Optional[str] = None
         self.traceback: Optional[str] = None
         self.html = html
         self._sites: Counter = Counter()
         self._collective_sites: Counter = Counter()  # (c10d op, site) -> calls
         self._collective_bytes: Counter = Counter()  # (c10d op, site) -> bytes
-        self._start: dict[str, Any] = {}
         self._memory = _MemoryTimeline()
         from .run_timeline import RunTimeline
         from .page import TIMELINE_EVENTS
@@ -182,13 +174,11 @@ class Report:
             if _active is not None:
                 raise RuntimeError("a torch_neuron_sim report is already active in this process")
             _active = self
-        self._start = _snapshot()
-        self._started = (datetime.datetime.now().astimezone(), time.perf_counter())
-        self._memory.start()
+        self._started = (time.time(), time.perf_counter())
+        self._graphs_before = _graph_state()
+        self._before = _C._report_counters(reset_peaks=True)  # a report's peaks are its own
+        self._memory.start(self._before.allocated)
         self._device.start()
-        for i in range(torch.neuron.device_count()):
-            if _device_initialized():
-                torch.neuron.reset_peak_memory_stats(i)
         _C._set_fallback_reporter(_record_fallback)
         _C._set_collective_reporter(_record_collective)
         _C._set_report_active(True)
@@ -199,19 +189,27 @@ class Report:
         _C._set_report_active(False)
         with _lock:
             _active = None
-        # The longest device events are drawn when the data is first read:
-        # thousands of dicts a run that never reads its report need not build.
-        self._device_timeline = self._device.stop(drawn_later=True)
-        self._data = self._collect()
+        # What the window saw, read now and kept as it is (mostly in C++);
+        # _collect() makes the data of it when `data` is first read.
+        self._now = _C._report_counters(reset_peaks=False)
+        self._wall_seconds = time.perf_counter() - self._started[1]
+        self._device_timeline = self._device.stop()
+        self._memory_series = self._memory.stop()
+        graphs_now = _graph_state()
+        # Graphs change (launch counts grow) after the window: their records are read now.
+        self._torch_compile = _torch_compile(self._graphs_before, graphs_now) if graphs_now != self._graphs_before else None
+        self._settings = {"native_op_table": _native_table_version(), "dtype_policy": dtype_policy.get_dtype_policy(),
+                          "simulated_ms_per_compile": compile_cache.compile_latency_ms(), "machine": _machine()}
+        self._outcome = (self.error, self.traceback)
+        self._data = None
         if self.html:
             self.write_html(self.html)
         return self
 
     @property
     def data(self) -> dict[str, Any]:
-        t = self._data.get("device_timeline")
-        if t is not None and not isinstance(t.get("events", []), list):
-            t["events"] = t["events"].dicts()
+        if self._data is None:
+            self._data = self._collect()
         return self._data
 
     @data.setter
@@ -229,15 +227,10 @@ class Report:
         return False
 
     def _collect(self) -> dict[str, Any]:
-        before, now = self._start, _snapshot()
-        zero = {"executed": 0, "fallbacks": 0, "downcasts_f64": 0, "downcasts_i64": 0, "compilations": 0,
-                "cache_hits": 0, "time_ns": 0, "copy_ns": 0, "copied_bytes": 0}
-        delta = {}
-        for name, s in now["ops"].items():
-            b = before["ops"].get(name, zero)
-            d = {k: s.get(k, 0) - b.get(k, 0) for k in zero}
-            if any(d.values()):
-                delta[name] = d
+        before, now = self._before, self._now
+        keys = ("executed", "fallbacks", "downcasts_f64", "downcasts_i64", "compilations", "cache_hits", "time_ns",
+                "copy_ns", "copied_bytes")
+        delta = {row[0]: dict(zip(keys, row[1:])) for row in _C._report_op_deltas(before, now)}
         sites: dict[str, list] = {}
         for (op, site), n in sorted(self._sites.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1])):
             sites.setdefault(op, []).append({"site": site, "count": n})
@@ -254,16 +247,13 @@ class Report:
                        if op.startswith("nki_") and d["executed"]]
         downcasts = [{"op": op, "float64": d["downcasts_f64"], "int64": d["downcasts_i64"]}
                      for op, d in sorted(delta.items()) if d["downcasts_f64"] or d["downcasts_i64"]]
-        unsupported = [{"feature": f, "count": n - before["unsupported"].get(f, 0)}
-                       for f, n in now["unsupported"].items() if n - before["unsupported"].get(f, 0)]
-        memory = []
-        if _device_initialized():
-            for i in range(torch.neuron.device_count()):
-                peak = torch.neuron.max_memory_allocated(i)
-                if peak:
-                    cap = torch.neuron.get_device_properties(i).total_memory
-                    memory.append({"device": f"neuron:{i}", "peak_bytes": peak, "capacity_bytes": cap,
-                                   "fraction": peak / cap})
+        unsupported_before = dict(before.unsupported)
+        unsupported = [{"feature": f, "count": n - unsupported_before.get(f, 0)}
+                       for f, n in now.unsupported if n - unsupported_before.get(f, 0)]
+        m = self._settings["machine"]
+        cap = m["hbm_per_device"]  # every device's total_memory (get_device_properties)
+        memory = [{"device": f"neuron:{i}", "peak_bytes": peak, "capacity_bytes": cap, "fraction": peak / cap}
+                  for i, peak in enumerate(now.peak) if peak]
         collectives: dict[str, dict[str, Any]] = {}
         for (op, site), n in sorted(self._collective_sites.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1])):
             c = collectives.setdefault(op, {"op": op, "count": 0, "bytes": 0, "sites": []})
@@ -275,35 +265,37 @@ class Report:
         many = [{"op": op, "signatures": d["compilations"]}
                 for op, d in sorted(delta.items(), key=lambda kv: (-kv[1]["compilations"], kv[0]))
                 if d["compilations"] >= self.many_shapes]
-        copies = {k: now["host_copies"][k] - before["host_copies"][k] for k in ("count", "bytes", "ns")}
-        started, t0 = self._started
+        copies = [n - b for n, b in zip(now.host_copies, before.host_copies)]  # count, bytes, ns
+        started = datetime.datetime.fromtimestamp(self._started[0]).astimezone()
+        error, tb = self._outcome
         return {
-            "native_op_table": _native_table_version(),
-            "dtype_policy": dtype_policy.get_dtype_policy(),
-            "run": {"started": started.isoformat(timespec="seconds"), "wall_seconds": time.perf_counter() - t0,
+            "native_op_table": self._settings["native_op_table"],
+            "dtype_policy": self._settings["dtype_policy"],
+            "run": {"started": started.isoformat(timespec="seconds"), "wall_seconds": self._wall_seconds,
                     "torch": torch.__version__, "torch_neuron_sim": _version()},
-            "profile": _profile(),
+            "profile": {"name": m["profile"], "devices": len(now.peak), "hbm_per_device_bytes": cap},
             "fallback_ops": fallback,
             "native_ops": native,
             "nki_kernels": nki_kernels,
             "downcasts_64bit": downcasts,
-            "host_casts_64bit": now["host_casts"] - before["host_casts"],
-            "host_copies": {"count": copies["count"], "bytes": copies["bytes"], "seconds": copies["ns"] / 1e9},
+            "host_casts_64bit": now.host_casts64 - before.host_casts64,
+            "host_copies": {"count": copies[0], "bytes": copies[1], "seconds": copies[2] / 1e9},
             "unsupported_features": unsupported,
             "collectives": sorted((c for c in collectives.values() if c["op"] not in POINT_TO_POINT_OPS),
                                   key=lambda c: (-c["bytes"], c["op"])),
             "point_to_point": sorted((c for c in collectives.values() if c["op"] in POINT_TO_POINT_OPS),
                                      key=lambda c: (-c["bytes"], c["op"])),
             "memory": memory,
-            "memory_timeline": self._memory.stop(),
+            "memory_timeline": _series(self._memory_series),
             "compilation": {"distinct_signatures": signatures,
                             "cache_hits": sum(d["cache_hits"] for d in delta.values()),
-                            "simulated_ms_per_compile": compile_cache.compile_latency_ms(),
+                            "simulated_ms_per_compile": self._settings["simulated_ms_per_compile"],
                             "ops_with_many_shapes": many, "many_shapes_threshold": self.many_shapes},
-            "torch_compile": _torch_compile(before, now),
-            "device_timeline": self._device_timeline,
-            "error": self.error,
-            "traceback": self.traceback,
+            "torch_compile": self._torch_compile or {"graphs": [], "compiled_graphs": 0, "fallback_graphs": 0,
+                                                     "recompiles": 0, "graph_breaks": []},
+            "device_timeline": self._device_timeline.to_dict(),
+            "error": error,
+            "traceback": tb,
         }
 
     # ---- output ----------------------------------------------------------------
@@ -332,11 +324,6 @@ class Report:
 def _version() -> str:
     from .. import __version__
     return __version__
-
-
-def _profile() -> dict[str, Any]:
-    m = _machine()
-    return {"name": m["profile"], "devices": torch.neuron.device_count(), "hbm_per_device_bytes": m["hbm_per_device"]}
 
 
 def _native_table_version() -> str:

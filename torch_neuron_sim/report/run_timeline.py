@@ -11,8 +11,9 @@ from .. import profiler
 class RunTimeline:
     """The device timeline of a whole run, for the migration report
     (``report --timeline trace.json`` also writes the Chrome/Perfetto trace).
-    ``stop()`` returns plain data, marked as an estimate: the modelled time
-    by bucket and per op, and the ``keep`` longest device events (start and
+    ``stop()`` sums the events up in C++ and returns a ``PendingTimeline``,
+    whose ``to_dict()`` gives plain data, marked as an estimate: the modelled
+    time by bucket and per op, and the ``keep`` longest events (start and
     duration in ms from the first event, on lanes "neuron:D stream S")."""
 
     def __init__(self, trace: Optional[str] = None, keep: int = 5000) -> None:
@@ -29,22 +30,33 @@ class RunTimeline:
         self._timeline.start()
         return self
 
-    def stop(self, drawn_later: bool = False) -> dict:
-        """With ``drawn_later`` the events stay in C++: ``d["events"]`` is
-        then an object whose ``dicts()`` returns them (the report calls it
-        when its data is first read)."""
-        from ..profiler.estimate import from_summary
+    def stop(self) -> "PendingTimeline":
+        from ..execution import adaptive_eager
         try:
-            self._timeline.stop(events=False, longest=self.keep, drawn=True)
+            self._timeline.stop(events=False, longest=self.keep, later=True)
         finally:
             if self._profile is not None:
                 self._profile.__exit__(None, None, None)
         if self._profile is not None:
             self._profile.export_chrome_trace(self.trace)
-        m = profiler.cost_model()
-        summary = self._timeline.summary_or_empty()
-        d = from_summary(summary, m["profile"], m["lnc"], model=m).to_dict()
-        d["events"] = summary["longest"] if drawn_later else summary["longest"].dicts()
+        return PendingTimeline(self._timeline.summary, adaptive_eager.enabled(), self.trace)
+
+
+class PendingTimeline:
+    """A run's timeline summed up, still in C++ (with the cost model its events
+    were costed with): a report that is never read builds no Python objects
+    from it."""
+
+    def __init__(self, summary: Any, adaptive_eager: bool, trace: Optional[str]) -> None:
+        self._summary = summary
+        self._adaptive_eager = adaptive_eager
+        self._trace = trace
+
+    def to_dict(self) -> dict:
+        from ..profiler.estimate import from_summary
+        summary, m = self._summary.dict(), self._summary.model()
+        d = from_summary(summary, m["profile"], m["lnc"], model=m, adaptive_eager=self._adaptive_eager).to_dict()
+        d["events"] = summary["longest"].dicts()
         d["events_total"] = summary["count"]
-        d["trace"] = self.trace
+        d["trace"] = self._trace
         return d

@@ -4,6 +4,9 @@
 // the others (.cpu(), .to(), .item()) towards the process totals.
 #pragma once
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "aten/execution/fallback_policy.h"
 #include "aten/execution/op_table.h"
@@ -60,5 +63,32 @@ struct HostCopyStats {
   uint64_t count, bytes, ns;
 };
 HostCopyStats hostCopyStats();  // copies outside fallbacks, since the process started
+
+// Every counter the migration report reads, taken in one call when it starts
+// and when it stops; the report subtracts them only when its data is read, so
+// a report nobody reads builds no Python objects from them.
+struct ReportCounters {
+  std::vector<OpStats> ops;  // ops with any activity (opStats())
+  std::vector<std::pair<std::string, uint64_t>> unsupported;
+  uint64_t host_casts64 = 0;
+  HostCopyStats copies{0, 0, 0};
+  // Per visible device: HBM held by live tensors and its peak (0 for a device
+  // whose HBM was never reserved: nothing was allocated there).
+  std::vector<int64_t> allocated, peak;
+};
+// With reset_peaks, each device's peak restarts from its current use after
+// it is read (a report's peaks are its own).
+ReportCounters reportCounters(bool reset_peaks);
+
+// An op's activity between two readings: `now` minus `before` per op name
+// (the last entry of a name counts, as the report keys them), for the ops
+// with any change. Counts are signed: clearing op tracking meanwhile gives
+// negative ones, as the subtraction does in Python.
+struct OpDelta {
+  std::string name;
+  int64_t executed, fallbacks, downcasts_f64, downcasts_i64, compilations, cache_hits;
+  int64_t time_ns, copy_ns, copied_bytes;
+};
+std::vector<OpDelta> opDeltas(const ReportCounters& before, const ReportCounters& now);
 
 }  // namespace neuron_sim
