@@ -139,6 +139,27 @@ def test_report_context_manager(tracked):
     assert r.data["fallback_ops"][0]["count"] == 2
 
 
+def test_report_read_after_more_work_shows_only_its_window(tracked):
+    x = torch.ones(256, device="neuron")
+    with torch_neuron_sim.report() as r:
+        y = torch.sin(x)
+        del y
+    # Work after the window, before the report is first read.
+    big = torch.ones(1 << 18, device="neuron") * 2.0
+    torch.cos(x).cpu()
+    data = r.data
+    assert {n["op"] for n in data["native_ops"]} == {"aten::sin"}
+    timeline = data["device_timeline"]
+    assert {o["name"] for o in timeline["ops"]} <= {"aten::sin", "compile aten::sin"}  # its first signature compiles
+    assert timeline["events_total"] == len(timeline["events"]) == sum(o["count"] for o in timeline["ops"])
+    assert data["host_copies"]["count"] == 0
+    (mem,) = data["memory"]
+    assert mem["peak_bytes"] < big.numel() * 4
+    (series,) = data["memory_timeline"]
+    assert series["events"] == 2  # sin's result, allocated and freed
+    assert r.data is data  # built once
+
+
 def test_report_records_unsupported_features_and_backward_ops(tracked):
     x = torch.ones(4, device="neuron", requires_grad=True)
     with torch_neuron_sim.report() as r:
