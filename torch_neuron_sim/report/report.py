@@ -26,7 +26,9 @@ there. HBM over time comes from the allocator's memory history (sizes only,
 no stacks), switched on for the report unless the program records it itself.
 The device timeline costs each op its shapes and one locked append; its events
 stay in C++ until the end, when they are summed in chunks and only the longest
-are kept for the page (RunTimeline).
+are kept for the page (RunTimeline). start() and stop() read every counter in
+one call into C++ each and keep what they read there; `data` is built from it
+when first read.
 """
 from __future__ import annotations
 
