@@ -160,6 +160,25 @@ def test_report_read_after_more_work_shows_only_its_window(tracked):
     assert r.data is data  # built once
 
 
+def test_report_leaves_the_programs_own_memory_history(tracked):
+    x = torch.ones(128, device="neuron")
+    torch.neuron.memory._record_memory_history(context=None)
+    try:
+        with torch_neuron_sim.report() as r:
+            y = torch.exp(x)
+            del y
+        trace = torch.neuron.memory._snapshot()["device_traces"][0]
+        assert [e["action"] for e in trace[-3:]] == ["alloc", "free_requested", "free_completed"]
+        (series,) = r.data["memory_timeline"]
+        assert series["events"] == 2
+        with torch_neuron_sim.report():
+            torch.exp(x)
+        # Still recording, with the earlier entries.
+        assert len(torch.neuron.memory._snapshot()["device_traces"][0]) == len(trace) + 3
+    finally:
+        torch.neuron.memory._record_memory_history(None, clear_history=True)
+
+
 def test_report_records_unsupported_features_and_backward_ops(tracked):
     x = torch.ones(4, device="neuron", requires_grad=True)
     with torch_neuron_sim.report() as r:

@@ -39,7 +39,7 @@ void Arena::eraseFree(uint64_t offset, uint64_t size) {
   free_by_size_.erase({size, offset});
 }
 
-void* Arena::allocate(uint64_t requested) {
+void* Arena::allocate(uint64_t requested, uintptr_t* block_start) {
   const uint32_t modes = debugModes();
   const bool guarded = (modes & kGuard) != 0;
   const uint64_t front = guarded ? kGuardBytes : 0;
@@ -79,6 +79,7 @@ void* Arena::allocate(uint64_t requested) {
     stats_.reserved_bytes.add(static_cast<int64_t>(size));
   }
   auto* block = reinterpret_cast<unsigned char*>(base_ + offset);
+  if (block_start) *block_start = base_ + offset;
   if (modes & (kGuard | kPoison)) {
     // The block is ours alone until we return it: no lock needed to fill it.
     HostAccess access;
@@ -163,12 +164,6 @@ FreedBlock Arena::free(void* ptr) {
     insertFree(start, size);
   }
   return result;
-}
-
-uintptr_t Arena::blockStart(const void* data) const {
-  std::lock_guard<std::mutex> g(mu_);
-  auto it = live_.find(reinterpret_cast<uintptr_t>(data) - base_);
-  return it == live_.end() ? 0 : base_ + it->second.offset;
 }
 
 std::vector<GuardDamage> Arena::checkGuards() const {

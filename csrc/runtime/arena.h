@@ -68,11 +68,11 @@ class Arena {
 
   // Returns nullptr if no free range fits (the caller decides whether that is
   // an OOM, after its retry). size 0 is a valid request that returns nullptr.
-  void* allocate(uint64_t size);
+  // block_start, if given, receives where the block starts (its guard bytes
+  // included): the memory history records it without looking it up again.
+  void* allocate(uint64_t size, uintptr_t* block_start = nullptr);
   // Frees a pointer this arena returned.
   FreedBlock free(void* ptr);
-  // Start of the live block holding `data` (its guard bytes included), 0 if none.
-  uintptr_t blockStart(const void* data) const;
   // Guard bytes of every live guarded block that were overwritten.
   std::vector<GuardDamage> checkGuards() const;
   // Caps the bytes held by live blocks (set_per_process_memory_fraction);

@@ -196,6 +196,14 @@ def _usage_since(since_us: float, base_bytes: list[int], limit: int) -> Any:
     return _C._memory_usage_since(since_us, base_bytes, limit)
 
 
+def _usage_taken(since_us: float, base_bytes: list[int], limit: int) -> Any:
+    """As _usage_since, for a reader that switched the recording on itself
+    (_record_sizes): takes the allocator's trace out of the history (which
+    records on into an empty one) without a pass over it; the series are
+    made from it when ``dicts()`` is first called."""
+    return _C._memory_usage_taken(since_us, base_bytes, limit)
+
+
 def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
     """Pickle _snapshot() to `filename`, for
     `python -m torch.cuda._memory_viz trace_plot <file> -o out.html` or

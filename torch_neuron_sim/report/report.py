@@ -134,8 +134,12 @@ class _MemoryTimeline:
 
     def stop(self) -> Any:
         """The series, summed up in C++ and kept there until _series() reads them."""
-        series = self._memory._usage_since(self._t0_us, self._base, MEMORY_POINTS) if self.available else None
-        if self._owned and self._memory._history_mode is None:  # unless the program started its own meanwhile
+        alone = self._owned and self._memory._history_mode is None  # unless the program started its own meanwhile
+        series = None
+        if self.available:  # a trace only the report reads is taken whole; one the program reads, summed up here
+            series = (self._memory._usage_taken if alone else self._memory._usage_since)(
+                self._t0_us, self._base, MEMORY_POINTS)
+        if alone:
             self._memory._record_sizes(False)
         return series
 

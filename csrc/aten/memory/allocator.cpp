@@ -189,7 +189,8 @@ c10::DataPtr allocateOn(int device, size_t bytes, c10::Device label) {
   // live behind this word, so the common path pays nothing for them.
   const uint32_t modes = runtime::debugModes();
   const bool injected = C10_UNLIKELY(modes & runtime::kFailAlloc) && bytes > 0 && runtime::consumeAllocation();
-  void* p = injected ? nullptr : arena->allocate(bytes);
+  uintptr_t block = 0;  // where the block starts, for the memory history
+  void* p = injected ? nullptr : arena->allocate(bytes, &block);
   if (!p && bytes > 0) {
     // As the real allocator: synchronize (kernels are synchronous here),
     // release what can be released, retry once. Nothing is cached, but
@@ -199,7 +200,7 @@ c10::DataPtr allocateOn(int device, size_t bytes, c10::Device label) {
       arena->countRequest();
     } else {
       if (g_reclaim) g_reclaim();
-      p = arena->allocate(bytes);
+      p = arena->allocate(bytes, &block);
     }
     if (p) {
       arena->countRetry();
@@ -222,7 +223,7 @@ c10::DataPtr allocateOn(int device, size_t bytes, c10::Device label) {
           "lower the batch size, or model a larger device with NEURON_SIM_PROFILE / NEURON_SIM_HBM_GB.");
     }
   }
-  if (C10_UNLIKELY(modes & (runtime::kHistory | runtime::kGuard)) && p) history::recordAlloc(device, p, bytes);
+  if (C10_UNLIKELY(modes & (runtime::kHistory | runtime::kGuard)) && p) history::recordAlloc(device, p, block, bytes);
   return c10::DataPtr(p, p, &arenaDelete, label);
 }
 

@@ -71,10 +71,9 @@ void setStackCapture(StackCapture capture) { g_capture.store(capture, std::memor
 // Sites are keyed by the data pointer (what a guard report or a tensor
 // knows); trace entries carry the block's start, as the snapshot's blocks do,
 // so the visualizer matches them even when guard bytes precede the data.
-void recordAlloc(int device, const void* data, size_t requested) {
+void recordAlloc(int device, const void* data, uintptr_t block, size_t requested) {
   State& s = state();
   Stack frames = (wantsSites(s) || (s.record_trace && s.record_frames)) ? captureStack() : Stack();
-  const uintptr_t block = s.record_trace ? runtime::arena(device).blockStart(data) : 0;
   std::lock_guard<std::mutex> g(s.mu);
   if (wantsSites(s)) s.sites[reinterpret_cast<uintptr_t>(data)] = frames;
   push(s, device, {Action::kAlloc, block, requested, 0, nowUs(), frames});
@@ -130,6 +129,14 @@ std::vector<std::vector<TraceEntry>> traces() {
   std::vector<std::vector<TraceEntry>> out(runtime::deviceCount());
   std::lock_guard<std::mutex> g(s.mu);
   for (size_t i = 0; i < out.size(); ++i) out[i].assign(s.traces[i].begin(), s.traces[i].end());
+  return out;
+}
+
+std::vector<Trace> takeTraces() {
+  State& s = state();
+  std::vector<Trace> out(runtime::deviceCount());
+  std::lock_guard<std::mutex> g(s.mu);
+  for (size_t i = 0; i < out.size(); ++i) out[i].swap(s.traces[i]);
   return out;
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -29,7 +30,8 @@ using Stack = std::shared_ptr<const std::vector<Frame>>;
 using StackCapture = Stack (*)();
 void setStackCapture(StackCapture capture);
 
-void recordAlloc(int device, const void* data, size_t requested);
+// `block` is where the block started (Arena::allocate tells), as for recordFree.
+void recordAlloc(int device, const void* data, uintptr_t block, size_t requested);
 // `block` is where the block started: the address snapshots and traces use.
 void recordFree(const void* data, uintptr_t block, size_t requested);
 void recordOom(int device, size_t requested, uint64_t device_free);
@@ -71,6 +73,10 @@ struct SnapshotSegment {
 
 // A copy of each device's trace, one vector per visible device.
 std::vector<std::vector<TraceEntry>> traces();
+// Each visible device's trace, taken out of the history (which goes on
+// recording into empty ones): no copy, for a reader that owns the recording.
+using Trace = std::deque<TraceEntry>;
+std::vector<Trace> takeTraces();
 // Calls f on each entry of one device's trace in order, under the history's
 // lock (no copy; allocations that record meanwhile wait).
 void forEachTraceEntry(int device, const std::function<void(const TraceEntry&)>& f);

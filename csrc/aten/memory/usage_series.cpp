@@ -33,32 +33,53 @@ std::vector<size_t> downsample(const std::vector<double>& values, size_t limit) 
   return out;
 }
 
+namespace {
+
+// One device's series; for_each(f) calls f on each of its trace entries in order.
+template <class ForEach>
+void addSeries(std::vector<UsageSeries>& out, size_t device, double since_us, const std::vector<uint64_t>& base_bytes,
+               size_t limit, ForEach&& for_each) {
+  std::vector<double> seconds{0.0}, bytes;
+  double in_use = device < base_bytes.size() ? static_cast<double>(base_bytes[device]) : 0.0;
+  bytes.push_back(in_use);
+  for_each([&](const TraceEntry& e) {
+    if (static_cast<double>(e.time_us) < since_us) return;
+    if (e.action == Action::kAlloc) in_use += static_cast<double>(e.size);
+    else if (e.action == Action::kFreeCompleted) in_use -= static_cast<double>(e.size);
+    else return;
+    seconds.push_back((static_cast<double>(e.time_us) - since_us) / 1e6);
+    bytes.push_back(in_use);
+  });
+  if (seconds.size() == 1) return;  // no activity on this device
+  const std::vector<size_t> kept = downsample(bytes, limit);
+  UsageSeries s{static_cast<int>(device), seconds.size() - 1, kept.size() < seconds.size(), {}, {}};
+  s.seconds.reserve(kept.size());
+  s.bytes.reserve(kept.size());
+  for (size_t i : kept) {
+    s.seconds.push_back(std::nearbyint(seconds[i] * 1e6) / 1e6);  // to the µs: the trace's resolution
+    s.bytes.push_back(static_cast<int64_t>(bytes[i]));
+  }
+  out.push_back(std::move(s));
+}
+
+}  // namespace
+
 std::vector<UsageSeries> usageSince(double since_us, const std::vector<uint64_t>& base_bytes, size_t limit) {
   std::vector<UsageSeries> out;
   const size_t devices = static_cast<size_t>(runtime::deviceCount());
-  for (size_t device = 0; device < devices; ++device) {
-    std::vector<double> seconds{0.0}, bytes;
-    double in_use = device < base_bytes.size() ? static_cast<double>(base_bytes[device]) : 0.0;
-    bytes.push_back(in_use);
-    forEachTraceEntry(static_cast<int>(device), [&](const TraceEntry& e) {
-      if (static_cast<double>(e.time_us) < since_us) return;
-      if (e.action == Action::kAlloc) in_use += static_cast<double>(e.size);
-      else if (e.action == Action::kFreeCompleted) in_use -= static_cast<double>(e.size);
-      else return;
-      seconds.push_back((static_cast<double>(e.time_us) - since_us) / 1e6);
-      bytes.push_back(in_use);
+  for (size_t device = 0; device < devices; ++device)
+    addSeries(out, device, since_us, base_bytes, limit,
+              [&](const auto& f) { forEachTraceEntry(static_cast<int>(device), f); });
+  return out;
+}
+
+std::vector<UsageSeries> usageOf(const std::vector<Trace>& traces, double since_us,
+                                 const std::vector<uint64_t>& base_bytes, size_t limit) {
+  std::vector<UsageSeries> out;
+  for (size_t device = 0; device < traces.size(); ++device)
+    addSeries(out, device, since_us, base_bytes, limit, [&](const auto& f) {
+      for (const TraceEntry& e : traces[device]) f(e);
     });
-    if (seconds.size() == 1) continue;  // no activity on this device
-    const std::vector<size_t> kept = downsample(bytes, limit);
-    UsageSeries s{static_cast<int>(device), seconds.size() - 1, kept.size() < seconds.size(), {}, {}};
-    s.seconds.reserve(kept.size());
-    s.bytes.reserve(kept.size());
-    for (size_t i : kept) {
-      s.seconds.push_back(std::nearbyint(seconds[i] * 1e6) / 1e6);  // to the µs: the trace's resolution
-      s.bytes.push_back(static_cast<int64_t>(bytes[i]));
-    }
-    out.push_back(std::move(s));
-  }
   return out;
 }
 

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "aten/memory/memory_history.h"
+
 namespace neuron_sim::history {
 
 struct UsageSeries {
@@ -21,6 +23,9 @@ struct UsageSeries {
 // since the Unix epoch), each starting at (0, base_bytes[device]), with at most
 // about `limit` points (downsample()).
 std::vector<UsageSeries> usageSince(double since_us, const std::vector<uint64_t>& base_bytes, size_t limit);
+// The same from traces taken out of the history (takeTraces()), one per device.
+std::vector<UsageSeries> usageOf(const std::vector<Trace>& traces, double since_us,
+                                 const std::vector<uint64_t>& base_bytes, size_t limit);
 
 // At most `limit` points of a series: the points are cut into runs of equal
 // length (so bursts of activity keep their detail) and each run keeps its
