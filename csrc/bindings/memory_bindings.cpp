@@ -106,15 +106,11 @@ py::dict snapshotDict(const history::Snapshot& snap) {
 
 py::list usageDicts(const std::vector<history::UsageSeries>& series) {
   py::list out;
-  for (const auto& u : series) {
-    py::dict d;
-    d["device"] = u.device;
-    d["events"] = u.events;
-    d["downsampled"] = u.downsampled;
-    d["seconds"] = u.seconds;
-    d["bytes"] = u.bytes;
-    out.append(d);
-  }
+  using history::UsageSeries;
+  for (const auto& u : series)
+    out.append(asDict(u, NEURON_FIELD(UsageSeries, device), NEURON_FIELD(UsageSeries, events),
+                      NEURON_FIELD(UsageSeries, downsampled), NEURON_FIELD(UsageSeries, seconds),
+                      NEURON_FIELD(UsageSeries, bytes)));
   return out;
 }
 
