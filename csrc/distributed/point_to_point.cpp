@@ -6,8 +6,12 @@
 #include <ATen/ops/zeros.h>
 
 #include <condition_variable>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include "distributed/collective_check.h"
 #include "distributed/collective_staging.h"
@@ -18,26 +22,31 @@ namespace {
 
 using WorkPtr = c10::intrusive_ptr<c10d::Work>;
 
-// Header and answer share one layout: a tensor's description and a status.
+// Header and ready message share one layout: a tensor's description and a number.
 constexpr int kRecordSlots = 16;
-enum Slot : int { kSeq = 0, kStatus, kBytes, kDtype, kNdim, kFirstDim };
+// kIndex: in a header, the send's index among the sends to that peer on that
+// tag; in a ready message, the number of the slot the data receive waits on.
+enum Field : int { kIndex = 0, kKind, kBytes, kDtype, kNdim, kFirstDim };
 constexpr int kMaxDims = kRecordSlots - kFirstDim;
-enum Status : int64_t { kHeader = 1, kSizesMatch = 2, kSizesDiffer = 3 };
+enum Kind : int64_t { kHeader = 1, kReady = 2 };
 
-int dataSlot(int64_t seq) { return (1 << 30) | static_cast<int>(seq % PointToPoint::kMaxTag); }
-int answerSlot(int64_t seq) { return (1 << 30) | PointToPoint::kMaxTag | static_cast<int>(seq % PointToPoint::kMaxTag); }
+// Slots above the user tags: [kMaxTag, 2 kMaxTag) ready messages, [2^30, 2^31) data.
+int readySlot(int tag) { return PointToPoint::kMaxTag | tag; }
+int dataSlot(int64_t n) { return (1 << 30) | static_cast<int>(n % (1 << 30)); }
 
-at::Tensor record(const at::Tensor& t, int64_t seq, int64_t status) {
+at::Tensor record(const at::Tensor& t, int64_t index, int64_t kind) {
   at::Tensor r = at::zeros({kRecordSlots}, at::kLong);
   int64_t* p = r.data_ptr<int64_t>();
-  p[kSeq] = seq;
-  p[kStatus] = status;
+  p[kIndex] = index;
+  p[kKind] = kind;
   p[kBytes] = static_cast<int64_t>(bytesOf(t));
   p[kDtype] = static_cast<int64_t>(t.scalar_type());
   p[kNdim] = t.dim();
   for (int64_t d = 0; d < std::min<int64_t>(t.dim(), kMaxDims); ++d) p[kFirstDim + d] = t.size(d);
   return r;
 }
+
+int64_t field(const at::Tensor& rec, Field f) { return rec.data_ptr<int64_t>()[f]; }
 
 // "float32[4, 3] (48 bytes)", from a record.
 std::string describe(const at::Tensor& rec) {
@@ -138,51 +147,92 @@ std::shared_ptr<Completion> newCompletion(const at::Tensor& t) {
   return c;
 }
 
-std::string sizesDiffer(const std::string& what, int sender, const std::string& sent, int receiver,
-                        const std::string& into) {
-  return what + ": the message and the receive buffer differ in size: rank " + std::to_string(sender) + " sent " +
-         sent + "; rank " + std::to_string(receiver) + " receives into " + into +
-         ". A send and its matching recv need tensors of the same number of bytes";
+std::exception_ptr sizesDiffer(const std::string& what, int sender, const at::Tensor& header, int receiver,
+                               const at::Tensor& ready) {
+  return std::make_exception_ptr(c10::ValueError(
+      c10::SourceLocation{__func__, __FILE__, __LINE__},
+      what + ": the message and the receive buffer differ in size: rank " + std::to_string(sender) + " sent " +
+          describe(header) + "; rank " + std::to_string(receiver) + " receives into " + describe(ready) +
+          ". A send and its matching recv need tensors of the same number of bytes"));
 }
 
 }  // namespace
 
+struct PointToPoint::Matching {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::pair<int, int>, int64_t> headers;  // (destination, tag): headers posted
+  std::map<std::pair<int, int>, int64_t> readies;  // (source, tag): ready messages posted
+  std::vector<int64_t> slots;                      // per source rank: data slots handed out
+  // (source, tag, index): a header taken by a receive other than the one its index names.
+  std::map<std::tuple<int, int, int64_t>, at::Tensor> strays;
+  // Messages still posted in gloo when their operation failed: gloo keeps a raw pointer
+  // to their memory, which must outlive them (only a failed operation leaves any).
+  std::vector<std::pair<std::vector<WorkPtr>, std::vector<at::Tensor>>> abandoned;
+
+  explicit Matching(int size) : slots(size, 0) {}
+
+  // The header of this receive's message (the `index`th from `src` on `tag`), when
+  // gloo handed `taken` (another index) to it: a recv from any rank took a header
+  // that a receive posted later counts as its own, or the other way round.
+  at::Tensor exchange(int src, int tag, const at::Tensor& taken, int64_t index, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu);
+    strays.emplace(std::make_tuple(src, tag, field(taken, kIndex)), taken);
+    cv.notify_all();
+    auto key = std::make_tuple(src, tag, index);
+    TORCH_CHECK_WITH(DistBackendError, cv.wait_for(lock, timeout, [&] { return strays.count(key) > 0; }),
+                     "timed out waiting for message ", index, " on the tag, whose header another receive took");
+    at::Tensor h = strays[key];
+    strays.erase(key);
+    return h;
+  }
+
+  void abandon(std::vector<WorkPtr> works, std::vector<at::Tensor> memory) {
+    std::lock_guard<std::mutex> g(mu);
+    abandoned.emplace_back(std::move(works), std::move(memory));
+  }
+};
+
 PointToPoint::PointToPoint(c10::intrusive_ptr<c10d::Backend> gloo, int rank, int size,
                            std::chrono::milliseconds timeout)
-    : gloo_(std::move(gloo)), rank_(rank), size_(size), timeout_(timeout), next_seq_(size, 0) {}
+    : gloo_(std::move(gloo)), rank_(rank), timeout_(timeout), matching_(std::make_shared<Matching>(size)) {}
 
 WorkPtr PointToPoint::send(const at::Tensor& t, int dst, int tag) {
-  int64_t seq;
-  {
-    std::lock_guard<std::mutex> g(mutex_);
-    seq = next_seq_[dst]++;
-  }
   Staging s;
   at::Tensor data = asBytes(readable(t, s));
-  std::vector<at::Tensor> header{record(t, seq, kHeader)}, answer{at::zeros({kRecordSlots}, at::kLong)},
-      payload{data};
-  // Posted here, in the caller's order: gloo matches headers of one (peer, tag) in posting order.
-  WorkPtr header_work = gloo_->send(header, dst, tag);
-  WorkPtr answer_work = gloo_->recv(answer, dst, answerSlot(seq));
-  WorkPtr data_work = gloo_->send(payload, dst, dataSlot(seq));
+  std::vector<at::Tensor> header, ready{at::empty({kRecordSlots}, at::kLong)};
+  WorkPtr header_work, ready_work;
+  {
+    // Posted under the lock, so that the indices follow gloo's posting order.
+    std::lock_guard<std::mutex> g(matching_->mu);
+    header = {record(t, matching_->headers[{dst, tag}]++, kHeader)};
+    header_work = gloo_->send(header, dst, tag);
+    ready_work = gloo_->recv(ready, dst, readySlot(tag));
+  }
   auto c = newCompletion(t);
   std::string what = "neuron send on rank " + std::to_string(rank_) + " to rank " + std::to_string(dst) + " (tag " +
                      std::to_string(tag) + ")";
   std::string missing = "rank " + std::to_string(dst) + " posted no matching recv";
   std::chrono::milliseconds timeout = timeout_.load();
+  auto gloo = gloo_;
+  auto m = matching_;
   int me = rank_;
   std::thread([=, keep = std::move(s.keep)]() mutable {
     std::exception_ptr err;
+    WorkPtr data_work;
+    std::vector<at::Tensor> payload;
     try {
+      ready_work->wait(timeout);
+      // Sizes differ: an empty message completes the receive, which leaves its tensor untouched.
+      bool match = field(ready[0], kBytes) == data.numel();
+      payload = {match ? data : at::empty({0}, at::kByte)};
+      data_work = gloo->send(payload, dst, dataSlot(field(ready[0], kIndex)));
+      data_work->wait(timeout);
       header_work->wait(timeout);
-      answer_work->wait(timeout);
-      data_work->wait(timeout);  // the receiver takes the data even when the sizes differ
-      if (answer[0].data_ptr<int64_t>()[kStatus] != kSizesMatch)
-        err = std::make_exception_ptr(c10::ValueError(c10::SourceLocation{__func__, __FILE__, __LINE__},
-                                                      sizesDiffer(what, me, describe(header[0]), dst,
-                                                                  describe(answer[0]))));
+      if (!match) err = sizesDiffer(what, me, header[0], dst, ready[0]);
     } catch (...) {
       err = explain(what, missing, messageOf(std::current_exception()), timeout);
+      m->abandon({header_work, ready_work, data_work}, {header[0], ready[0], data});
     }
     keep.clear();  // staging buffers leave HBM accounting as the send completes
     c->finish(err, {t});
@@ -193,8 +243,35 @@ WorkPtr PointToPoint::send(const at::Tensor& t, int dst, int tag) {
 WorkPtr PointToPoint::recv(const at::Tensor& t, int src, int tag) {
   Staging s;
   at::Tensor target = asBytes(writable(t, s, /*copy_in=*/false));
-  std::vector<at::Tensor> header{at::zeros({kRecordSlots}, at::kLong)};
-  WorkPtr header_work = src >= 0 ? gloo_->recv(header, src, tag) : gloo_->recvAnysource(header, tag);
+  std::vector<at::Tensor> header{at::empty({kRecordSlots}, at::kLong)};
+  auto m = matching_;
+  auto gloo = gloo_;
+  // The data receive and the ready message towards `from` (and the header
+  // receive, when given), under the lock so that the indices follow gloo's
+  // posting order.
+  struct Posted {
+    int64_t index = -1;
+    std::vector<at::Tensor> into, ready;
+    WorkPtr data, ready_work;
+  };
+  auto post = [m, gloo, t, target, tag](int from, Posted& p, std::vector<at::Tensor>* header, WorkPtr* header_work) {
+    std::lock_guard<std::mutex> g(m->mu);
+    if (header) *header_work = gloo->recv(*header, from, tag);
+    p.index = m->readies[{from, tag}]++;
+    int64_t slot = m->slots[from]++;
+    p.into = {target};
+    p.ready = {record(t, slot, kReady)};
+    p.data = gloo->recv(p.into, from, dataSlot(slot));
+    p.ready_work = gloo->send(p.ready, from, readySlot(tag));
+  };
+  Posted posted;
+  WorkPtr header_work;
+  if (src >= 0) {
+    // Everything up front: the data can leave the sender as soon as the ready message is in.
+    post(src, posted, &header, &header_work);
+  } else {
+    header_work = gloo_->recvAnysource(header, tag);
+  }
   auto c = newCompletion(t);
   std::string what = "neuron recv on rank " + std::to_string(rank_) +
                      (src >= 0 ? " from rank " + std::to_string(src) : std::string(" from any rank")) + " (tag " +
@@ -202,37 +279,32 @@ WorkPtr PointToPoint::recv(const at::Tensor& t, int src, int tag) {
   std::string missing = src >= 0 ? "rank " + std::to_string(src) + " posted no matching send"
                                  : std::string("no rank posted a matching send");
   std::chrono::milliseconds timeout = timeout_.load();
-  auto gloo = gloo_;
   int me = rank_;
-  std::thread([=, keep = std::move(s.keep), steps = std::move(s.steps)]() mutable {
+  std::thread([=, keep = std::move(s.keep), steps = std::move(s.steps), p = std::move(posted)]() mutable {
     std::exception_ptr err;
     int from = src;
     try {
       header_work->wait(timeout);
-      if (from < 0) from = header_work->sourceRank();
-      {
-        std::lock_guard<std::mutex> g(c->mu);
-        c->source = from;
+      if (from < 0) {
+        from = header_work->sourceRank();
+        {
+          std::lock_guard<std::mutex> g(c->mu);
+          c->source = from;
+        }
+        post(from, p, nullptr, nullptr);
       }
-      const int64_t* h = header[0].data_ptr<int64_t>();
-      int64_t seq = h[kSeq];
-      bool match = h[kBytes] == target.numel();
-      // Sizes differ: the message is taken into scratch memory and dropped, so the tag stays usable.
-      std::vector<at::Tensor> into{match ? target : at::empty({h[kBytes]}, at::kByte)};
-      std::vector<at::Tensor> answer{record(t, seq, match ? kSizesMatch : kSizesDiffer)};
-      WorkPtr data_work = gloo->recv(into, from, dataSlot(seq));
-      WorkPtr answer_work = gloo->send(answer, from, answerSlot(seq));
-      data_work->wait(timeout);
-      answer_work->wait(timeout);
-      if (match) {
+      at::Tensor h = header[0];
+      if (field(h, kIndex) != p.index) h = m->exchange(from, tag, h, p.index, timeout);
+      p.data->wait(timeout);
+      p.ready_work->wait(timeout);
+      if (field(h, kBytes) == target.numel()) {
         for (const auto& step : steps) step();
       } else {
-        err = std::make_exception_ptr(c10::ValueError(c10::SourceLocation{__func__, __FILE__, __LINE__},
-                                                      sizesDiffer(what, from, describe(header[0]), me,
-                                                                  describe(answer[0]))));
+        err = sizesDiffer(what, from, h, me, p.ready[0]);
       }
     } catch (...) {
       err = explain(what, missing, messageOf(std::current_exception()), timeout);
+      m->abandon({header_work, p.data, p.ready_work}, {header[0], target, p.ready.empty() ? target : p.ready[0]});
     }
     keep.clear();
     steps.clear();

@@ -1,19 +1,30 @@
 // Point-to-point (send, recv, recv from any source) on gloo's own send/recv.
 //
 // gloo given a message larger than the receive buffer aborts the process from
-// its own thread, and a smaller one silently fills part of the buffer. So a
-// send travels as three gloo messages, each on a slot of its own:
-//   header  sender -> receiver, on the user's tag: the tensor's dtype, shape,
-//           bytes, and the sender's sequence number towards this peer;
-//   data    sender -> receiver, on a slot named by that sequence number;
-//   answer  receiver -> sender, on a slot named by that sequence number: the
-//           receiver's tensor, and whether the sizes match.
-// The receiver posts its data receive only once the header has said how many
-// bytes come: into the caller's tensor when the sizes match, into a scratch
-// buffer that is discarded otherwise (the message is consumed, so the tag
-// stays usable), and both ranks raise an error naming both tensors. Headers
-// of one (peer, tag) are matched in the order they were posted, as gloo
-// matches them; data and answers need no ordering, their slots are unique.
+// its own thread, and a smaller one silently fills part of the buffer; and its
+// TCP transport holds a message back until the peer has posted its receive.
+// So every receive is posted before its message can arrive, and the receiver
+// says how much it takes before the data leaves. A send travels as three gloo
+// messages:
+//   header  sender -> receiver, on the user's tag, posted at isend: the
+//           tensor's dtype, shape and bytes, and its index among the sends
+//           to that peer on that tag;
+//   ready   receiver -> sender, on the tag's ready slot, posted at irecv
+//           together with the header and data receives: the receiver's
+//           tensor and the slot its data receive waits on;
+//   data    sender -> receiver, on that slot, as soon as the ready message is
+//           in: the bytes when the sizes match, nothing (0 bytes) otherwise.
+// Both sides then know whether the sizes match (the receiver from the header,
+// the sender from the ready message); when they differ both raise an error
+// naming both tensors, and the tag stays usable. Headers and ready messages of
+// one (peer, tag) are matched in the order they were posted, as gloo matches
+// them; data slots are unique.
+//
+// A recv from any rank cannot say "ready" before it knows the sender: it
+// waits for a header, then posts its data receive and its ready message. The
+// n-th ready message to a peer on a tag brings the data of that peer's n-th
+// send on the tag; when a recv from any rank took a header meant, by that
+// count, for another receive, the two exchange the headers (`Matching`).
 //
 // gloo's send and receive complete only when both sides have posted, and
 // its p2p Work has no future: each operation is carried by a thread of its
@@ -25,8 +36,7 @@
 
 #include <atomic>
 #include <chrono>
-#include <mutex>
-#include <vector>
+#include <memory>
 
 namespace neuron_sim::distributed {
 
@@ -40,16 +50,16 @@ class PointToPoint {
   // Bounds the wait for each message (the group's timeout).
   void setTimeout(std::chrono::milliseconds timeout);
 
-  // User tags go up to this (exclusive); the slots above carry data and answers.
+  // User tags go up to this (exclusive); the slots above carry ready messages and data.
   static constexpr int kMaxTag = 1 << 29;
+
+  struct Matching;  // message counts and headers, shared with the threads carrying the operations
 
  private:
   c10::intrusive_ptr<c10d::Backend> gloo_;
   int rank_;
-  int size_;
   std::atomic<std::chrono::milliseconds> timeout_;
-  std::mutex mutex_;
-  std::vector<int64_t> next_seq_;  // per destination rank
+  std::shared_ptr<Matching> matching_;
 };
 
 }  // namespace neuron_sim::distributed
