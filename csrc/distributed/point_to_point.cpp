@@ -5,7 +5,9 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 
+#include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -81,6 +83,16 @@ struct Completion {
   std::exception_ptr error;
   int source = -1;
   c10::intrusive_ptr<c10::ivalue::Future> future;
+  // The operation's waits on gloo, ending in finish(): run once, by whichever
+  // thread claims it first - the caller's wait() or the thread carrying it.
+  std::function<void()> body;
+  std::atomic<bool> claimed{false};
+
+  void runUnlessClaimed() {
+    if (claimed.exchange(true)) return;
+    auto run = std::move(body);  // the body holds this Completion: drop it once run
+    run();
+  }
 
   void finish(std::exception_ptr e, const std::vector<at::Tensor>& value) {
     {
@@ -123,6 +135,9 @@ class PointToPointWork : public c10d::Work {
   // Every message of the operation is bounded by the group's timeout, so the
   // thread always completes it; `timeout` only shortens the wait here.
   bool wait(std::chrono::milliseconds timeout) override {
+    // The caller's own thread waits on gloo when it comes first: one thread
+    // wake-up fewer between the message's arrival and the caller.
+    if (timeout == kNoTimeout) c_->runUnlessClaimed();
     std::unique_lock<std::mutex> lock(c_->mu);
     auto ready = [&] { return c_->done; };
     if (timeout == kNoTimeout)
@@ -147,6 +162,22 @@ std::shared_ptr<Completion> newCompletion(const at::Tensor& t) {
   return c;
 }
 
+// How long the thread carrying an operation that needs no action of ours
+// (a receive whose messages are all posted) leaves it to the caller's wait().
+constexpr auto kLeaveToWait = std::chrono::milliseconds(2);
+
+// Starts the thread carrying `c`: at once when the operation has a message
+// to post on the way (a send's data, a recv-from-any's ready message).
+void carry(const std::shared_ptr<Completion>& c, bool posts_on_the_way) {
+  std::thread([c, posts_on_the_way] {
+    if (!posts_on_the_way) {
+      std::unique_lock<std::mutex> lock(c->mu);
+      c->cv.wait_for(lock, kLeaveToWait, [&] { return c->claimed.load(); });
+    }
+    c->runUnlessClaimed();
+  }).detach();
+}
+
 std::exception_ptr sizesDiffer(const std::string& what, int sender, const at::Tensor& header, int receiver,
                                const at::Tensor& ready) {
   return std::make_exception_ptr(c10::ValueError(
@@ -163,6 +194,10 @@ struct PointToPoint::Matching {
   std::condition_variable cv;
   std::map<std::pair<int, int>, int64_t> headers;  // (destination, tag): headers posted
   std::map<std::pair<int, int>, int64_t> readies;  // (source, tag): ready messages posted
+  // (destination, tag): the ready receive for the next send, posted when the
+  // previous send was, so that a receiver posting first finds it there and its
+  // ready message is in before that send starts.
+  std::map<std::pair<int, int>, std::pair<at::Tensor, WorkPtr>> next_ready;
   std::vector<int64_t> slots;                      // per source rank: data slots handed out
   // (source, tag, index): a header taken by a receive other than the one its index names.
   std::map<std::tuple<int, int, int64_t>, at::Tensor> strays;
@@ -200,14 +235,23 @@ PointToPoint::PointToPoint(c10::intrusive_ptr<c10d::Backend> gloo, int rank, int
 WorkPtr PointToPoint::send(const at::Tensor& t, int dst, int tag) {
   Staging s;
   at::Tensor data = asBytes(readable(t, s));
-  std::vector<at::Tensor> header, ready{at::empty({kRecordSlots}, at::kLong)};
+  std::vector<at::Tensor> header, ready;
   WorkPtr header_work, ready_work;
   {
     // Posted under the lock, so that the indices follow gloo's posting order.
     std::lock_guard<std::mutex> g(matching_->mu);
     header = {record(t, matching_->headers[{dst, tag}]++, kHeader)};
     header_work = gloo_->send(header, dst, tag);
-    ready_work = gloo_->recv(ready, dst, readySlot(tag));
+    auto postReady = [&] {
+      std::vector<at::Tensor> r{at::empty({kRecordSlots}, at::kLong)};
+      WorkPtr w = gloo_->recv(r, dst, readySlot(tag));
+      return std::make_pair(r[0], w);
+    };
+    auto& next = matching_->next_ready[{dst, tag}];
+    if (!next.second) next = postReady();
+    ready = {next.first};
+    ready_work = std::move(next.second);
+    next = postReady();
   }
   auto c = newCompletion(t);
   std::string what = "neuron send on rank " + std::to_string(rank_) + " to rank " + std::to_string(dst) + " (tag " +
@@ -217,7 +261,7 @@ WorkPtr PointToPoint::send(const at::Tensor& t, int dst, int tag) {
   auto gloo = gloo_;
   auto m = matching_;
   int me = rank_;
-  std::thread([=, keep = std::move(s.keep)]() mutable {
+  c->body = [=, keep = std::move(s.keep)]() mutable {
     std::exception_ptr err;
     WorkPtr data_work;
     std::vector<at::Tensor> payload;
@@ -236,7 +280,8 @@ WorkPtr PointToPoint::send(const at::Tensor& t, int dst, int tag) {
     }
     keep.clear();  // staging buffers leave HBM accounting as the send completes
     c->finish(err, {t});
-  }).detach();
+  };
+  carry(c, true);
   return c10::make_intrusive<PointToPointWork>(c, c10d::OpType::SEND, std::vector<at::Tensor>{t});
 }
 
@@ -280,7 +325,7 @@ WorkPtr PointToPoint::recv(const at::Tensor& t, int src, int tag) {
                                  : std::string("no rank posted a matching send");
   std::chrono::milliseconds timeout = timeout_.load();
   int me = rank_;
-  std::thread([=, keep = std::move(s.keep), steps = std::move(s.steps), p = std::move(posted)]() mutable {
+  c->body = [=, keep = std::move(s.keep), steps = std::move(s.steps), p = std::move(posted)]() mutable {
     std::exception_ptr err;
     int from = src;
     try {
@@ -309,7 +354,8 @@ WorkPtr PointToPoint::recv(const at::Tensor& t, int src, int tag) {
     keep.clear();
     steps.clear();
     c->finish(err, {t});
-  }).detach();
+  };
+  carry(c, src < 0);
   return c10::make_intrusive<PointToPointWork>(c, src >= 0 ? c10d::OpType::RECV : c10d::OpType::RECVANYSOURCE,
                                                std::vector<at::Tensor>{t});
 }
