@@ -69,6 +69,22 @@ def point_to_point(rank: int, ws: int) -> dict:
     else:
         dist.send(torch.full((3,), 7.0, device=dev), dst=0)
 
+    # recvs from any rank and from rank 0 in flight together on one tag: each round's two
+    # messages reach the round's two receives, each exactly once, with the sender's rank
+    if rank == 0:
+        works = [dist.isend(torch.full((4,), float(v), device=dev), dst=1, tag=11) for v in range(16)]
+        for w in works:
+            w.wait()
+    else:
+        rounds = []
+        for _ in range(8):
+            x, y = torch.empty(4, device=dev), torch.empty(4, device=dev)
+            wx, wy = dist.irecv(x, tag=11), dist.irecv(y, src=0, tag=11)
+            wx.wait(), wy.wait()
+            rounds.append((wx._source_rank(), sorted({x[0].item(), y[0].item()}),
+                           x.cpu().tolist() == [x[0].item()] * 4 and y.cpu().tolist() == [y[0].item()] * 4))
+        out["mixed_sources"] = rounds
+
     # batch_isend_irecv: both ranks send and receive at once (a ring of 2)
     mine = torch.full((5,), float(rank + 1), device=dev)
     theirs = torch.empty(5, device=dev)

@@ -18,6 +18,7 @@ def test_messages_arrive_intact(results):
         assert r["bad"] == [], (rank, r["bad"])
     assert results[0]["any_source"] == (1, [7.0, 7.0, 7.0])
     assert [r["batch"] for r in results] == [[2.0] * 5, [1.0] * 5]
+    assert results[1]["mixed_sources"] == [(0, [2.0 * i, 2.0 * i + 1], True) for i in range(8)]
 
 
 def test_contiguous_tensors_travel_in_place_and_staging_counts_in_hbm(results):
