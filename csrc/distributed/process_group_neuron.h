@@ -9,7 +9,7 @@
 // the ranks compare what they are about to do (collective_check.h), through
 // shared memory or the group's store (store_exchange.h), so mismatches are
 // errors, never an abort or a hang. Point-to-point runs on gloo's send/recv
-// with a header that carries the sizes (point_to_point.h).
+// with the sizes checked before the data leaves (point_to_point.h).
 //
 // The members are defined by job: this file's .cpp (construction, the
 // agreement, recording, barrier, point-to-point), reduction_collectives.cpp
