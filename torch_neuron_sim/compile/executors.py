@@ -42,10 +42,12 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str) -> 
     from . import inductor_device
     inductor_device.register()
     # The graph was decomposed only as far as the device needs (native ops
-    # kept whole); Inductor lowers its own, finer decomposition.
+    # kept whole); Inductor lowers its own, finer decomposition, and the
+    # device's ops it has no lowering for as their definition.
     fake_mode = detect_fake_mode(example_inputs)
     with fake_mode:
-        gm = make_fx(gm, decomposition_table=select_decomp_table())(*example_inputs)
+        gm = make_fx(gm, decomposition_table={**select_decomp_table(), **inductor_device.decompositions()})(
+            *example_inputs)
     return compile_fx_inner(gm, example_inputs, is_backward=kind == "backward", is_inference=kind == "inference")
 
 

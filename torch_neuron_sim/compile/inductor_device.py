@@ -20,6 +20,11 @@ What Inductor needs to accept a device it does not know, all scoped to
      answers "triton", and the C++ kernels then take Triton's code paths
      (masked loads of a concatenation fail: 'str' object has no attribute
      'dtype').
+Ops the device keeps whole that Inductor has no lowering for are given as
+their definition (`decompositions`): linear_backward, which a graph of
+Linear layers has in its backward, else runs as an opaque call between
+Inductor's kernels, its bias gradient a reduction of its own instead of one
+fused into a neighbouring loop.
 Inductor drops the device index in the code it emits; the executor runs
 each graph under a device guard for its own device (executors.py)."""
 from __future__ import annotations
@@ -99,3 +104,24 @@ def register() -> None:
     for module in (utils, common, scheduler, mm_common):
         if getattr(module, "get_current_backend", None) is current_backend:
             module.get_current_backend = current_backend_with_neuron
+
+
+def decompositions() -> dict:
+    """Inductor's decompositions for the device's native ops that Inductor
+    keeps as opaque calls: what the graph compiler lowers them to."""
+    aten = torch.ops.aten
+    return {aten.linear_backward.default: _linear_backward}
+
+
+def _linear_backward(input, grad_output, weight, output_mask):
+    # The device kernel's formulas (aten/kernels/emulated_kernels.cpp): g @ W
+    # for the input, g^T x (the product CPU autograd computes, so the weight
+    # gradient rounds as on the CPU) and the sum of g for weight and bias.
+    grad_input = grad_weight = grad_bias = None
+    if output_mask[0]:
+        grad_input = torch.matmul(grad_output, weight)
+    if output_mask[1] or output_mask[2]:
+        g2 = grad_output.reshape(-1, grad_output.shape[-1])
+        grad_weight = g2.t().mm(input.reshape(-1, input.shape[-1]))
+        grad_bias = g2.sum(0)
+    return grad_input, grad_weight, grad_bias
