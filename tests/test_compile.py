@@ -356,10 +356,29 @@ def test_cpu_inputs_are_copied_in_and_results_come_back(monkeypatch):
 def test_graph_on_neuron_1_stays_on_neuron_1():
     f = torch.compile(lambda x, y: torch.relu(x @ y) + x, backend="neuron")
     x, y = torch.randn(8, 8), torch.randn(8, 8)
-    out = f(x.to("neuron:1"), y.to("neuron:1"))
+    xn, yn = x.to("neuron:1"), y.to("neuron:1")
+    f(xn, yn)
+    torch_neuron_sim.clear_op_tracking()
+    before = torch.neuron.memory_allocated(1)
+    out = f(xn, yn)
     assert out.device == torch.device("neuron:1")
     torch.testing.assert_close(out.cpu(), torch.relu(x @ y) + x)
     assert torch.neuron.current_device() == 0
+    # The graph's buffers are allocated by the launch, in neuron:1's memory,
+    # not as eager allocations of their own.
+    assert torch.neuron.memory_allocated(1) - before == out.untyped_storage().nbytes()
+    ops = torch_neuron_sim.get_executed_ops()
+    assert "aten::mm.out" in ops and "aten::empty_strided" not in ops
+
+
+def test_the_generated_codes_allocation_entry_point_rejects_bad_arguments():
+    from torch_neuron_sim import _C
+    with pytest.raises(TypeError, match="size and stride are tuples of ints of one length"):
+        _C._empty_strided_neuron([4], (1,), torch.float32)
+    with pytest.raises(TypeError, match="dtype a torch.dtype"):
+        _C._empty_strided_neuron((4, 2), (2, 1), "float32")
+    buf = _C._empty_strided_neuron((4, 2), (1, 4), torch.float16)  # the process stays usable
+    assert (buf.device, buf.stride(), buf.dtype) == (torch.device("neuron:0"), (1, 4), torch.float16)
 
 
 def test_a_launch_on_another_device_leaves_the_process_default_alone():

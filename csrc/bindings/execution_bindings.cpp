@@ -4,6 +4,11 @@
 // (.compile_cache, .metrics), adaptive eager (.adaptive_eager), and what the
 // migration report reads (.report).
 #include "aten/precompiled.h"  // first: precompiled (docs/building.md)
+#include <ATen/EmptyTensor.h>
+#include <c10/util/SmallVector.h>
+#include <torch/csrc/Dtype.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <mutex>
@@ -22,6 +27,7 @@
 #include "aten/execution/report_measures.h"
 #include "aten/execution/tensor_alias.h"
 #include "aten/kernels/copy.h"
+#include "aten/memory/allocator.h"
 #include "bindings/bindings.h"
 #include "profiler/record.h"
 #include "runtime/device.h"
@@ -33,6 +39,43 @@ namespace {
 struct Counters {  // the report's counters, opaque to Python (a type of this module's own)
   ReportCounters c;
 };
+
+// A tuple of Python ints (a size or a stride of Inductor's generated code).
+bool readDims(PyObject* seq, c10::SmallVector<int64_t, 6>& out) {
+  if (!PyTuple_Check(seq)) return false;
+  const Py_ssize_t n = PyTuple_GET_SIZE(seq);
+  out.resize(n);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* v = PyTuple_GET_ITEM(seq, i);
+    if (!PyLong_Check(v)) return false;
+    out[i] = PyLong_AsLongLong(v);
+  }
+  return true;
+}
+
+// empty_strided_neuron(size, stride, dtype): the allocation of a buffer in a
+// compiled graph's generated code (compile/inductor_device.py), on the
+// launching thread's device (the launch sets it). The buffer is part of the
+// graph's launch, as on the device, where a NEFF's buffers are no ops of
+// their own: straight to the arena, without the dispatcher and its argument
+// parsing (torch.empty_strided costs a few microseconds more, and a small
+// graph allocates a buffer per op). What Inductor's empty_strided_cpu is to CPU graphs.
+PyObject* emptyStridedNeuron(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  c10::SmallVector<int64_t, 6> size, stride;
+  if (nargs != 3 || !readDims(args[0], size) || !readDims(args[1], stride) || !THPDtype_Check(args[2]) ||
+      size.size() != stride.size())
+    throw torch::TypeError("empty_strided_neuron(size, stride, dtype): size and stride are tuples of ints of one "
+                           "length, dtype a torch.dtype");
+  if (PyErr_Occurred()) return nullptr;  // an int too large for int64
+  return THPVariable_Wrap(at::detail::empty_strided_generic(
+      size, stride, deviceAllocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+      reinterpret_cast<THPDtype*>(args[2])->scalar_type));
+  END_HANDLE_TH_ERRORS
+}
+
+PyMethodDef g_empty_strided_neuron{"_empty_strided_neuron", reinterpret_cast<PyCFunction>(emptyStridedNeuron),
+                                   METH_FASTCALL, "A compiled graph's buffer on the current neuron device."};
 
 }  // namespace
 
@@ -198,6 +241,9 @@ void registerExecutionBindings(py::module_& m) {
     if (issued) profiler::recordGraphRun(static_cast<uint64_t>(work), device, issued);
     return outs;
   });
+  // Not through pybind: its argument conversion costs what this call saves.
+  m.add_object("_empty_strided_neuron",
+               py::reinterpret_steal<py::object>(PyCFunction_New(&g_empty_strided_neuron, nullptr)));
   m.def("_set_metrics_enabled", &setMetricsEnabled);
   m.def("_metrics_enabled", &metricsEnabled);
   m.def("_compile_metrics", [] {
