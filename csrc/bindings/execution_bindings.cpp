@@ -74,6 +74,22 @@ PyObject* emptyStridedNeuron(PyObject*, PyObject* const* args, Py_ssize_t nargs)
   END_HANDLE_TH_ERRORS
 }
 
+// Whether a launch's inputs need no handling before the graph runs: every
+// tensor on neuron:device, none a 64-bit integer (compile/executors.py's
+// Launch takes its general path otherwise). Per launch, per input: in Python
+// the test costs a torch.device object per input.
+bool inputsOnDevice(const py::list& args, int device) {
+  for (const py::handle h : args) {
+    if (!THPVariable_Check(h.ptr())) continue;
+    const at::Tensor& t = THPVariable_Unpack(h.ptr());
+    const c10::Device d = t.device();
+    if (d.type() != c10::DeviceType::PrivateUse1 || d.index() != device) return false;
+    const at::ScalarType st = t.scalar_type();
+    if (st == at::kLong || st == at::kUInt64) return false;
+  }
+  return true;
+}
+
 PyMethodDef g_empty_strided_neuron{"_empty_strided_neuron", reinterpret_cast<PyCFunction>(emptyStridedNeuron),
                                    METH_FASTCALL, "A compiled graph's buffer on the current neuron device."};
 
@@ -241,6 +257,7 @@ void registerExecutionBindings(py::module_& m) {
     if (issued) profiler::recordGraphRun(static_cast<uint64_t>(work), device, issued);
     return outs;
   });
+  m.def("_launch_inputs_on_device", &inputsOnDevice);
   // Not through pybind: its argument conversion costs what this call saves.
   m.add_object("_empty_strided_neuron",
                py::reinterpret_steal<py::object>(PyCFunction_New(&g_empty_strided_neuron, nullptr)));

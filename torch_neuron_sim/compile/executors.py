@@ -25,7 +25,6 @@ from .. import _C
 from . import retarget
 
 _TRUE = ("1", "true", "yes", "on")
-_WIDE_INT = frozenset(retarget.WIDE_INT)  # a hashed lookup: this test runs per input per launch
 
 
 def autocopy_disabled() -> bool:
@@ -103,14 +102,13 @@ class Launch:
     def __call__(self, args: list) -> Any:
         # Common case first: every tensor input already on the graph's device
         # and none 64-bit-integer, so nothing is copied, narrowed or written
-        # back. One cheap test per input (a torch.device comparison): the
-        # general path below costs several microseconds per input (x.device.type
+        # back. One test in C++ for all inputs: in Python, even a torch.device
+        # comparison per input costs a few tenths of a microsecond each, the
+        # general path below several microseconds per input (x.device.type
         # builds a string for a PrivateUse1 device), and a backward graph has
         # tens of inputs.
-        device = self.device
-        for x in args:
-            if isinstance(x, torch.Tensor) and (x.device != device or x.dtype in _WIDE_INT):
-                return self._call_general(args)
+        if not _C._launch_inputs_on_device(args, self.index):
+            return self._call_general(args)
         call_args = list(args)
         args.clear()  # as Inductor does: the graph owns its inputs (frees activations early)
         outs = self._run(call_args)
