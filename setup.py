@@ -69,8 +69,9 @@ if os.environ.get("TORCH_NEURON_SIM_NO_EXT") != "1":
             if not header:
                 return super().build_extension(ext)
             pch_dir = os.path.abspath(os.path.join(self.build_temp, "precompiled"))
-            # The files' own list stays the dependency list: setuptools skips the build when the
-            # library is newer than every source, and a group's file changes only with its members.
+            # setuptools skips the build when the library is newer than every dependency: the
+            # members (a group's file changes only with its list) and csrc's headers, so an edit
+            # to either reaches ninja.
             members = [s for s in ext.sources if not s.startswith(self.build_temp)]
             ext.sources = unity_groups(members, os.path.join(self.build_temp, "unity"), header)
             ext.depends = sorted(set(ext.depends) | set(members) | set(glob.glob("csrc/**/*.h", recursive=True)))
@@ -92,8 +93,8 @@ if os.environ.get("TORCH_NEURON_SIM_NO_EXT") != "1":
             finally:
                 cpp_extension._write_ninja_file_and_compile_objects = write_and_run
 
-    # At most this many files of one directory share a compiler process: a group compiles in
-    # about 12 s of CPU, so editing one file still rebuilds in well under 30 s.
+    # At most this many files of one directory share a compiler process: editing one file
+    # recompiles its group, which keeps an edit-and-rebuild within 30 s (docs/building.md).
     UNITY_GROUP_FILES = 4
 
     def unity_groups(sources, unity_dir, header):
