@@ -52,6 +52,9 @@ def wrap(log: str, argv: list[str]) -> int:
     sources = [a for a in argv if a.endswith((".cpp", ".h"))]
     if "-shared" in argv:
         what = "link " + next((Path(a).name for a in argv if a.endswith(".so")), "?")
+    elif sources and "-c" in argv and f"{os.sep}unity{os.sep}" in sources[-1]:  # a group setup.py wrote
+        members = re.findall(r'^#include "(.+)\.cpp"', Path(sources[-1]).read_text(), re.M)
+        what = f"csrc/{os.path.dirname(members[0])}/{{{', '.join(os.path.basename(m) for m in members)}}}"
     elif sources and "-c" in argv:
         what = os.path.relpath(sources[-1], ROOT)
     else:  # version probes and the like

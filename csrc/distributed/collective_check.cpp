@@ -8,7 +8,7 @@ namespace neuron_sim::distributed {
 namespace {
 
 // Slot layout of one record.
-enum Slot : int {
+enum SignatureSlot : int {
   kOpHash = 0,     // hash of the collective's name
   kRoot,
   kReduceOp,

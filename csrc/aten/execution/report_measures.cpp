@@ -10,15 +10,15 @@
 
 namespace neuron_sim {
 namespace {
-thread_local OpEntry* t_fallback = nullptr;
+thread_local OpEntry* t_copying_fallback = nullptr;
 std::atomic<uint64_t> g_copies{0}, g_copy_bytes{0}, g_copy_ns{0};
 }  // namespace
 
-FallbackCopies::FallbackCopies(OpEntry* e) : previous_(t_fallback) { t_fallback = e; }
-FallbackCopies::~FallbackCopies() { t_fallback = previous_; }
+FallbackCopies::FallbackCopies(OpEntry* e) : previous_(t_copying_fallback) { t_copying_fallback = e; }
+FallbackCopies::~FallbackCopies() { t_copying_fallback = previous_; }
 
 void noteHostCopy(uint64_t bytes, uint64_t ns) {
-  if (OpEntry* e = t_fallback) {
+  if (OpEntry* e = t_copying_fallback) {
     e->copied_bytes.fetch_add(bytes, std::memory_order_relaxed);
     e->copy_ns.fetch_add(ns, std::memory_order_relaxed);
     return;

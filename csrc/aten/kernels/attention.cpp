@@ -163,7 +163,7 @@ void fusedBackward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
 
 }  // namespace
 
-static const bool kRegistered = [] {
+static const bool kAttentionKernelsRegistered = [] {
   registerHostKernel("aten::_scaled_dot_product_fused_attention_overrideable", &fusedForward);
   registerHostKernel("aten::_scaled_dot_product_fused_attention_overrideable_backward", &fusedBackward);
   return true;

@@ -218,7 +218,7 @@ void softmaxKernel(const c10::OperatorHandle& op, Stack* stack) {
   torch::jit::push(*stack, Log ? at::_log_softmax(x, dim, false) : at::_softmax(x, dim, false));
 }
 
-const bool kRegistered = [] {
+const bool kPreconditionsRegistered = [] {
   registerPrecondition("aten::index_select", &indexSelect);
   registerPrecondition("aten::index_select.out", &indexSelect);
   registerPrecondition("aten::index_select_backward", &indexSelectBackward);

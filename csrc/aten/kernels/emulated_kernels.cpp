@@ -181,7 +181,7 @@ void batchNormBackwardElemt(const c10::OperatorHandle&, Stack* stack) {
   torch::jit::push(*stack, gi.to(x0.scalar_type()));
 }
 
-const bool kRegistered = [] {
+const bool kHostKernelsRegistered = [] {
   registerHostKernel("aten::linear_backward", &linearBackward);
   registerHostKernel("aten::_fused_rms_norm_backward", &fusedRmsNormBackward);
   registerHostKernel("aten::batch_norm_stats", &batchNormStats);
