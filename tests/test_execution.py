@@ -357,3 +357,29 @@ def test_loading_another_table_takes_away_the_kernels_only_the_old_one_needed(tm
     assert _routing("kron") == (["aten::mul.Tensor"], [])
     assert kernels() == registered
     assert ns.current() == table
+
+
+def test_consecutive_native_ops_see_each_call_s_own_inputs():
+    """A run of native ops whose inputs change dtype, shape, strides, offset
+    and count from one call to the next: each call computes on its own
+    inputs, as on the CPU (the host views of one call's inputs are reused by
+    the next)."""
+    torch.manual_seed(0)
+    base = torch.randn(6, 8)
+    calls = [
+        (torch.add, (torch.randn(8), torch.randn(8))),
+        (torch.mul, (torch.randint(-5, 5, (4, 3), dtype=torch.int32), torch.randint(-5, 5, (4, 3), dtype=torch.int32))),
+        (torch.sub, (base[1:4, 2:7], base.t()[3:8, :3].t())),  # offsets and strides
+        (torch.add, (base.permute(1, 0), torch.randn(6))),
+        (lambda a, b: a - torch._neg_view(b), (torch.randn(5), torch.randn(5))),  # a negative view
+        (torch.add, (torch.randn(5), torch.randn(5))),
+        (lambda a, b: torch.addmm(a, b, b.t()), (torch.randn(3, 3), torch.randn(3, 7))),  # three inputs
+        (lambda a: a.sum(dim=0), (torch.randn(4, 2, dtype=torch.bfloat16),)),
+        (torch.mul, (torch.randn(2, 3), torch.randn(2, 3))),
+    ]
+    for _ in range(2):
+        for op, args in calls:
+            expected = op(*args)
+            got = op(*[a.to("neuron") for a in args])
+            assert got.device.type == "neuron" and got.dtype == expected.dtype
+            torch.testing.assert_close(got.cpu(), expected)

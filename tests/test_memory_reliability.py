@@ -84,6 +84,39 @@ TestArenaStateMachine = ArenaMachine.TestCase
 TestArenaStateMachine.settings = settings(settings(), stateful_step_count=30)
 
 
+def test_a_request_takes_the_smallest_free_range_that_fits():
+    """Best fit, as the device's allocator places blocks: a request goes to
+    the smallest free range that holds it, also after ranges shrank (a split)
+    or grew (a freed neighbour) past one another."""
+    d = DEVICES[1]
+    base, before = _C._arena_base(d), arena_blocks(d)
+    K = 1024
+
+    def block(nbytes):
+        return torch.empty(nbytes, dtype=torch.uint8, device=f"neuron:{d}")
+
+    def offset(t):
+        return t.data_ptr() - base
+
+    # spacer | A 8K | spacer | B 6K | spacer | C 2K | X 2K | spacer | D 3K | spacer
+    t = {name: block(n * K) for name, n in [("s1", 2), ("A", 8), ("s2", 2), ("B", 6), ("s3", 2), ("C", 2),
+                                           ("X", 2), ("s4", 2), ("D", 3), ("s5", 2)]}
+    at = {name: offset(x) for name, x in t.items()}
+    for name in "ABCD":
+        del t[name]  # free ranges of 8, 6, 2 and 3 KiB
+    t["7K"] = block(7 * K)
+    assert offset(t["7K"]) == at["A"]  # the only range that holds it; 1 KiB of it stays free
+    t["1K"] = block(K)
+    assert offset(t["1K"]) == at["A"] + 7 * K  # that 1 KiB, now the smallest range
+    del t["X"]  # C and X's 2 KiB merge: 4 KiB, larger than D
+    t["3K"] = block(3 * K)
+    assert offset(t["3K"]) == at["D"]
+    t["4K"] = block(4 * K)
+    assert offset(t["4K"]) == at["C"]  # not B's 6 KiB
+    t.clear()
+    assert arena_blocks(d) == before  # everything coalesced back
+
+
 def test_two_threads_allocate_and_free_concurrently():
     d = DEVICES[0]
     base_allocated, base_blocks = torch.neuron.memory_allocated(d), arena_blocks(d)

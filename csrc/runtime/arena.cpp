@@ -12,6 +12,54 @@
 
 namespace neuron_sim::runtime {
 
+bool Arena::BySize::operator()(const Block* a, const Block* b) const {
+  return a->size != b->size ? a->size < b->size : a->offset < b->offset;
+}
+
+Arena::LiveIndex::LiveIndex() : slots_(1024, nullptr), shift_(64 - 10) {}
+
+void Arena::LiveIndex::insert(Block* b) {
+  if (2 * (count_ + 1) > slots_.size()) grow();
+  const size_t mask = slots_.size() - 1;
+  size_t i = slot(b->data);
+  while (slots_[i]) i = (i + 1) & mask;
+  slots_[i] = b;
+  ++count_;
+}
+
+Arena::Block* Arena::LiveIndex::find(uint64_t data) const {
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = slot(data); slots_[i]; i = (i + 1) & mask)
+    if (slots_[i]->data == data) return slots_[i];
+  return nullptr;
+}
+
+void Arena::LiveIndex::erase(uint64_t data) {
+  const size_t mask = slots_.size() - 1;
+  size_t i = slot(data);
+  while (slots_[i]->data != data) i = (i + 1) & mask;  // callers erase only what find() found
+  // Backward-shift deletion: move later entries of the probe run into the
+  // hole, so lookups never need tombstones.
+  for (size_t j = (i + 1) & mask; slots_[j]; j = (j + 1) & mask) {
+    const size_t home = slot(slots_[j]->data);
+    if (((j - home) & mask) >= ((j - i) & mask)) {
+      slots_[i] = slots_[j];
+      i = j;
+    }
+  }
+  slots_[i] = nullptr;
+  --count_;
+}
+
+void Arena::LiveIndex::grow() {
+  std::vector<Block*> old(slots_.size() * 2, nullptr);
+  old.swap(slots_);
+  --shift_;
+  count_ = 0;
+  for (Block* b : old)
+    if (b) insert(b);
+}
+
 Arena::Arena(uint64_t capacity) : capacity_(capacity), limit_(capacity) {
   // MAP_NORESERVE: the capacity is address space, not RAM. A 24 GiB device
   // costs host memory only for pages a kernel actually touches.
@@ -22,21 +70,68 @@ Arena::Arena(uint64_t capacity) : capacity_(capacity), limit_(capacity) {
                              " bytes of address space for a simulated HBM arena: " + std::strerror(errno) +
                              ". Lower NEURON_SIM_HBM_GB or the number of devices");
   base_ = reinterpret_cast<uintptr_t>(p);
-  spare_live_.reserve(kSpareNodes);
-  insertFree(0, capacity_);
+  spare_nodes_.reserve(kSpareNodes);
+  first_ = new Block{};
+  first_->size = capacity_;
+  addFree(first_);
   registerProtectedRange(base_, capacity_);
 }
 
-Arena::~Arena() { munmap(reinterpret_cast<void*>(base_), capacity_); }
-
-void Arena::insertFree(uint64_t offset, uint64_t size) {
-  free_by_offset_.emplace(offset, size);
-  free_by_size_.emplace(size, offset);
+Arena::~Arena() {
+  munmap(reinterpret_cast<void*>(base_), capacity_);
+  free_.clear();
+  for (Block* b = first_; b;) {
+    Block* next = b->next;
+    delete b;
+    b = next;
+  }
+  for (Block* b : spare_blocks_) delete b;
 }
 
-void Arena::eraseFree(uint64_t offset, uint64_t size) {
-  free_by_offset_.erase(offset);
-  free_by_size_.erase({size, offset});
+Arena::Block* Arena::newBlock() {
+  if (spare_blocks_.empty()) return new Block{};
+  Block* b = spare_blocks_.back();
+  spare_blocks_.pop_back();
+  *b = Block{};
+  return b;
+}
+
+void Arena::recycle(Block* b) {
+  if (b->prev) b->prev->next = b->next;
+  else first_ = b->next;
+  if (b->next) b->next->prev = b->prev;
+  if (spare_blocks_.size() < kSpareNodes) spare_blocks_.push_back(b);
+  else delete b;
+}
+
+void Arena::addFree(Block* b) {
+  b->allocated = false;
+  if (spare_nodes_.empty()) {
+    b->pos = free_.insert(b).first;
+  } else {
+    auto node = std::move(spare_nodes_.back());
+    spare_nodes_.pop_back();
+    node.value() = b;
+    b->pos = free_.insert(std::move(node)).position;
+  }
+}
+
+void Arena::removeFree(Block* b) {
+  auto node = free_.extract(b->pos);
+  if (spare_nodes_.size() < kSpareNodes) spare_nodes_.push_back(std::move(node));
+}
+
+void Arena::refit(Block* b, bool grew) {
+  // A block that grew can only have passed its successors, one that shrank
+  // its predecessors. Usually it passed none (the arena's tail range shrinks
+  // and grows back, and stays the largest): then the tree is left untouched.
+  const BySize less;
+  auto it = b->pos;
+  const bool in_place = grew ? std::next(it) == free_.end() || less(b, *std::next(it))
+                             : it == free_.begin() || less(*std::prev(it), b);
+  if (in_place) return;
+  auto node = free_.extract(it);
+  b->pos = free_.insert(std::move(node)).position;
 }
 
 void* Arena::allocate(uint64_t requested, uintptr_t* block_start) {
@@ -51,29 +146,35 @@ void* Arena::allocate(uint64_t requested, uintptr_t* block_start) {
     stats_.allocation_requests++;
     if (requested == 0) return nullptr;
     if (static_cast<uint64_t>(stats_.reserved_bytes.current) + size > limit_) return nullptr;
-    auto it = free_by_size_.lower_bound({size, 0});
-    if (it == free_by_size_.end()) return nullptr;
-    const uint64_t free_size = it->first;
-    offset = it->second;
-    // Split by re-keying the free range's own nodes: no node is allocated.
-    auto by_size = free_by_size_.extract(it);
-    auto by_offset = free_by_offset_.extract(offset);
-    if (free_size > size) {
-      by_size.value() = {free_size - size, offset + size};
-      free_by_size_.insert(std::move(by_size));
-      by_offset.key() = offset + size;
-      by_offset.mapped() = free_size - size;
-      free_by_offset_.insert(std::move(by_offset));
-    }
-    if (spare_live_.empty()) {
-      live_.emplace(offset + front, Live{offset, size, requested, guarded});
+    Block probe;
+    probe.size = size;
+    auto it = free_.lower_bound(&probe);
+    if (it == free_.end()) return nullptr;
+    Block* f = *it;
+    Block* b;
+    if (f->size == size) {
+      removeFree(f);
+      b = f;
     } else {
-      auto node = std::move(spare_live_.back());
-      spare_live_.pop_back();
-      node.key() = offset + front;
-      node.mapped() = Live{offset, size, requested, guarded};
-      live_.insert(std::move(node));
+      // Split: the front of the free block becomes the new block, the rest stays free.
+      b = newBlock();
+      b->offset = f->offset;
+      b->size = size;
+      b->prev = f->prev;
+      b->next = f;
+      if (f->prev) f->prev->next = b;
+      else first_ = b;
+      f->prev = b;
+      f->offset += size;
+      f->size -= size;
+      refit(f, /*grew=*/false);
     }
+    offset = b->offset;
+    b->allocated = true;
+    b->guarded = guarded;
+    b->requested = requested;
+    b->data = offset + front;
+    live_.insert(b);
     stats_.allocated_bytes.add(static_cast<int64_t>(requested));
     stats_.active_bytes.add(static_cast<int64_t>(requested));
     stats_.reserved_bytes.add(static_cast<int64_t>(size));
@@ -92,9 +193,9 @@ void* Arena::allocate(uint64_t requested, uintptr_t* block_start) {
   return block + front;
 }
 
-int64_t Arena::firstDamagedByte(uint64_t data_offset, const Live& b) const {
+int64_t Arena::firstDamagedByte(const Block& b) const {
   const auto* block = reinterpret_cast<const unsigned char*>(base_ + b.offset);
-  const uint64_t front = data_offset - b.offset;
+  const uint64_t front = b.data - b.offset;
   for (uint64_t i = 0; i < front; ++i)
     if (block[i] != kGuardByte) return static_cast<int64_t>(i) - static_cast<int64_t>(front);
   for (uint64_t i = front + b.requested; i < b.size; ++i)
@@ -105,63 +206,49 @@ int64_t Arena::firstDamagedByte(uint64_t data_offset, const Live& b) const {
 FreedBlock Arena::free(void* ptr) {
   std::lock_guard<std::mutex> g(mu_);
   const uint64_t data_offset = reinterpret_cast<uintptr_t>(ptr) - base_;
-  auto it = live_.find(data_offset);
-  if (it == live_.end())
+  Block* b = live_.find(data_offset);
+  if (b == nullptr)
     throw std::runtime_error("free of a pointer that is not a live block of this arena");
-  const Live b = it->second;
   FreedBlock result;
-  result.block = base_ + b.offset;
-  result.requested = b.requested;
-  result.size = b.size;
+  result.block = base_ + b->offset;
+  result.requested = b->requested;
+  result.size = b->size;
   const bool poison = debugMode(kPoison);
-  if (b.guarded || poison) {
+  if (b->guarded || poison) {
     HostAccess access;
-    if (b.guarded) {
-      int64_t at = firstDamagedByte(data_offset, b);
+    if (b->guarded) {
+      int64_t at = firstDamagedByte(*b);
       result.guard_damaged = at != kIntact;
       result.first_damaged_byte = result.guard_damaged ? at : 0;
     }
     // Reads of freed memory through a stale pointer now see NaN.
-    if (poison) std::memset(reinterpret_cast<void*>(base_ + b.offset), kPoisonByte, b.size);
+    if (poison) std::memset(reinterpret_cast<void*>(base_ + b->offset), kPoisonByte, b->size);
   }
-  if (spare_live_.size() < kSpareNodes) spare_live_.push_back(live_.extract(it));
-  else live_.erase(it);
-  stats_.allocated_bytes.sub(static_cast<int64_t>(b.requested));
-  stats_.active_bytes.sub(static_cast<int64_t>(b.requested));
-  stats_.reserved_bytes.sub(static_cast<int64_t>(b.size));
+  live_.erase(data_offset);
+  stats_.allocated_bytes.sub(static_cast<int64_t>(b->requested));
+  stats_.active_bytes.sub(static_cast<int64_t>(b->requested));
+  stats_.reserved_bytes.sub(static_cast<int64_t>(b->size));
   stats_.num_tensor_frees++;
-  // Coalesce with the free neighbours on both sides. A neighbour's nodes are
-  // re-keyed for the merged range, so the common cases allocate no node.
-  uint64_t start = b.offset, size = b.size;
-  auto next = free_by_offset_.lower_bound(start);
-  auto prev = next;
-  const bool merge_prev = prev != free_by_offset_.begin() && (--prev, prev->first + prev->second == start);
-  const bool merge_next = next != free_by_offset_.end() && next->first == start + size;
-  if (merge_prev) {
-    // The previous range grows in place: its offset key stays, its size changes.
-    const uint64_t psize = prev->second;
-    size += psize;
-    start = prev->first;
-    if (merge_next) {
-      size += next->second;
-      eraseFree(next->first, next->second);
+  // Coalesce with the free neighbours on both sides: the surviving free
+  // block grows in place and usually keeps its place in free_.
+  Block* prev = b->prev && !b->prev->allocated ? b->prev : nullptr;
+  Block* next = b->next && !b->next->allocated ? b->next : nullptr;
+  if (prev) {
+    prev->size += b->size;
+    recycle(b);
+    if (next) {
+      prev->size += next->size;
+      removeFree(next);
+      recycle(next);
     }
-    auto node = free_by_size_.extract({psize, start});
-    node.value() = {size, start};
-    free_by_size_.insert(std::move(node));
-    prev->second = size;
-  } else if (merge_next) {
-    const uint64_t noff = next->first, nsize = next->second;
-    size += nsize;
-    auto by_offset = free_by_offset_.extract(next);
-    by_offset.key() = start;
-    by_offset.mapped() = size;
-    free_by_offset_.insert(std::move(by_offset));
-    auto by_size = free_by_size_.extract({nsize, noff});
-    by_size.value() = {size, start};
-    free_by_size_.insert(std::move(by_size));
+    refit(prev, /*grew=*/true);
+  } else if (next) {
+    next->offset = b->offset;
+    next->size += b->size;
+    recycle(b);
+    refit(next, /*grew=*/true);
   } else {
-    insertFree(start, size);
+    addFree(b);
   }
   return result;
 }
@@ -170,10 +257,10 @@ std::vector<GuardDamage> Arena::checkGuards() const {
   std::lock_guard<std::mutex> g(mu_);
   std::vector<GuardDamage> out;
   HostAccess access;
-  for (const auto& [data_offset, b] : live_) {
-    if (!b.guarded) continue;
-    int64_t at = firstDamagedByte(data_offset, b);
-    if (at != kIntact) out.push_back({base_ + data_offset, b.requested, at});
+  for (const Block* b = first_; b; b = b->next) {
+    if (!b->allocated || !b->guarded) continue;
+    int64_t at = firstDamagedByte(*b);
+    if (at != kIntact) out.push_back({base_ + b->data, b->requested, at});
   }
   return out;
 }
@@ -191,8 +278,8 @@ uint64_t Arena::limit() const {
 void Arena::releaseFreePages() {
   std::lock_guard<std::mutex> g(mu_);
   const uint64_t page = 4096;
-  for (auto [offset, size] : free_by_offset_) {
-    uint64_t lo = (offset + page - 1) / page * page, hi = (offset + size) / page * page;
+  for (const Block* b : free_) {
+    uint64_t lo = (b->offset + page - 1) / page * page, hi = (b->offset + b->size) / page * page;
     if (hi > lo) madvise(reinterpret_cast<void*>(base_ + lo), hi - lo, MADV_DONTNEED);
   }
 }
@@ -219,15 +306,15 @@ uint64_t Arena::bytesInUse() const {
 
 uint64_t Arena::largestFreeBlock() const {
   std::lock_guard<std::mutex> g(mu_);
-  return free_by_size_.empty() ? 0 : free_by_size_.rbegin()->first;
+  return free_.empty() ? 0 : (*free_.rbegin())->size;
 }
 
 ArenaStats Arena::stats() const {
   std::lock_guard<std::mutex> g(mu_);
   ArenaStats s = stats_;
   s.num_segments = 1;
-  s.num_free_blocks = static_cast<int64_t>(free_by_offset_.size());
-  s.largest_free_block = free_by_size_.empty() ? 0 : static_cast<int64_t>(free_by_size_.rbegin()->first);
+  s.num_free_blocks = static_cast<int64_t>(free_.size());
+  s.largest_free_block = free_.empty() ? 0 : static_cast<int64_t>((*free_.rbegin())->size);
   return s;
 }
 
@@ -246,12 +333,10 @@ void Arena::resetAccumulated() {
 
 std::vector<BlockInfo> Arena::blocks() const {
   std::lock_guard<std::mutex> g(mu_);
-  std::map<uint64_t, BlockInfo> all;
-  for (auto [off, size] : free_by_offset_) all.emplace(off, BlockInfo{off, size, 0, false, off});
-  for (auto& [data, b] : live_) all.emplace(b.offset, BlockInfo{b.offset, b.size, b.requested, true, data});
   std::vector<BlockInfo> out;
-  out.reserve(all.size());
-  for (auto& [off, b] : all) out.push_back(b);
+  for (const Block* b = first_; b; b = b->next)
+    out.push_back(b->allocated ? BlockInfo{b->offset, b->size, b->requested, true, b->data}
+                               : BlockInfo{b->offset, b->size, 0, false, b->offset});
   return out;
 }
 

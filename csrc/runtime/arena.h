@@ -6,11 +6,8 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <mutex>
 #include <set>
-#include <unordered_map>
-#include <utility>
 #include <vector>
 
 namespace neuron_sim::runtime {
@@ -99,22 +96,57 @@ class Arena {
   uintptr_t base() const { return base_; }
 
  private:
-  void insertFree(uint64_t offset, uint64_t size);
-  void eraseFree(uint64_t offset, uint64_t size);
-  struct Live { uint64_t offset, size, requested; bool guarded; };
+  // Every block, free or live, in address order (prev/next), as CUDA's
+  // caching allocator keeps its blocks: a freed block finds the neighbours it
+  // coalesces with through its links, with no search.
+  struct Block;
+  struct BySize {  // best fit: the smallest free block that fits, the lowest address among equals
+    bool operator()(const Block* a, const Block* b) const;
+  };
+  using FreeSet = std::set<Block*, BySize>;
+  struct Block {
+    uint64_t offset = 0, size = 0;
+    uint64_t data = 0, requested = 0;  // live blocks: where the tensor's bytes start, what was asked for
+    bool allocated = false, guarded = false;
+    Block* prev = nullptr;
+    Block* next = nullptr;
+    FreeSet::iterator pos;  // free blocks: where it sits in free_
+  };
+  // Live blocks by data offset: open addressing over a power-of-two table
+  // (a multiply and a shift per lookup; std::unordered_map divides).
+  class LiveIndex {
+   public:
+    LiveIndex();
+    void insert(Block* b);
+    Block* find(uint64_t data) const;
+    void erase(uint64_t data);
+   private:
+    size_t slot(uint64_t data) const { return static_cast<size_t>((data >> 9) * 0x9E3779B97F4A7C15ULL >> shift_); }
+    void grow();
+    std::vector<Block*> slots_;
+    size_t count_ = 0;
+    int shift_;
+  };
+
+  Block* newBlock();
+  void recycle(Block* b);  // unlinks b and keeps it for the next split
+  void addFree(Block* b);
+  void removeFree(Block* b);
+  void refit(Block* b, bool grew);  // a free block changed size: restore its order in free_
   static constexpr int64_t kIntact = INT64_MIN;
   static constexpr size_t kSpareNodes = 64;
-  int64_t firstDamagedByte(uint64_t data_offset, const Live& b) const;  // kIntact if none
+  int64_t firstDamagedByte(const Block& b) const;  // kIntact if none
 
   uintptr_t base_ = 0;
   uint64_t capacity_;
   mutable std::mutex mu_;
-  std::map<uint64_t, uint64_t> free_by_offset_;           // offset -> size
-  std::set<std::pair<uint64_t, uint64_t>> free_by_size_;  // (size, offset): best fit
-  std::unordered_map<uint64_t, Live> live_;               // data offset -> block
-  // Nodes of freed blocks kept for the next allocations: with the free
-  // ranges re-keyed in place too, an allocate/free pair costs no malloc.
-  std::vector<std::unordered_map<uint64_t, Live>::node_type> spare_live_;
+  Block* first_ = nullptr;  // the block at offset 0
+  FreeSet free_;
+  LiveIndex live_;
+  // Blocks and free-set nodes kept from merges for the next splits: a
+  // steady allocate/free pattern costs no malloc.
+  std::vector<Block*> spare_blocks_;
+  std::vector<FreeSet::node_type> spare_nodes_;
   ArenaStats stats_;
   uint64_t limit_;
 };

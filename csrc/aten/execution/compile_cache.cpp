@@ -30,21 +30,34 @@ void recordTime(uint64_t ns) {
 }  // namespace
 
 namespace {
-// Set on the thread running a compiled graph (torch.compile): the graph was
-// compiled as one unit, so its ops are not eager compilations.
-thread_local bool t_in_graph_launch = false;
+// What this thread knows, in one thread-local object so that a call reaches
+// it through one TLS lookup (in a shared library each thread_local variable
+// costs a __tls_get_addr call of its own).
+struct ThreadState {
+  // Set while this thread runs a compiled graph (torch.compile): the graph
+  // was compiled as one unit, so its ops are not eager compilations.
+  bool in_graph_launch = false;
+  // Signatures this thread already saw: repeats are the common case, and
+  // this table answers them without taking the op's lock.
+  struct Seen { const OpEntry* e; uint64_t sig, generation; };
+  Seen seen[256] = {};
+};
+thread_local ThreadState t_state;
+
+bool noteOpCompiled(OpEntry& e, uint64_t sig, ThreadState& state);
 }  // namespace
 
 void setInGraphLaunch(bool on) {
   if (on) flushAllPoint(runtime::adaptive::Flush::kGraph);  // the graph is a NEFF of its own
-  t_in_graph_launch = on;
+  t_state.in_graph_launch = on;
 }
-bool inGraphLaunch() { return t_in_graph_launch; }
+bool inGraphLaunch() { return t_state.in_graph_launch; }
 
 bool noteCompiled(OpEntry& e, uint64_t sig, int device) {
-  if (t_in_graph_launch) return false;
+  ThreadState& state = t_state;
+  if (state.in_graph_launch) return false;
   if (C10_UNLIKELY(runtime::adaptive::enabled())) return joinAdaptiveRun(e, sig, device);
-  return noteOpCompiled(e, sig);
+  return noteOpCompiled(e, sig, state);
 }
 
 namespace {
@@ -77,12 +90,9 @@ bool noteFusedCompiled(uint64_t fused_signature) {
   return true;
 }
 
-bool noteOpCompiled(OpEntry& e, uint64_t sig) {
-  // Repeats are the common case: a small per-thread table of signatures this
-  // thread already saw answers them without taking the op's lock.
-  struct Seen { const OpEntry* e; uint64_t sig, generation; };
-  thread_local Seen seen[256] = {};
-  Seen& slot = seen[(sig ^ (sig >> 29)) & 255];
+namespace {
+bool noteOpCompiled(OpEntry& e, uint64_t sig, ThreadState& state) {
+  ThreadState::Seen& slot = state.seen[(sig ^ (sig >> 29)) & 255];
   const uint64_t generation = g_generation.load(std::memory_order_relaxed);
   bool miss;
   if (slot.e == &e && slot.sig == sig && slot.generation == generation) {
@@ -101,6 +111,9 @@ bool noteOpCompiled(OpEntry& e, uint64_t sig) {
   compiledNow();
   return true;
 }
+}  // namespace
+
+bool noteOpCompiled(OpEntry& e, uint64_t sig) { return noteOpCompiled(e, sig, t_state); }
 
 void clearCompileCache() {
   forEachOpEntry([](OpEntry& e) {

@@ -65,15 +65,6 @@
 namespace neuron_sim {
 namespace {
 
-// A tensor goes to the CPU kernel as its host alias (tensor_alias.h); what is
-// no tensor goes as it is. The using-declaration matters: without it this
-// template would hide the tensor overload, and the CPU kernel would get neuron tensors.
-using ::neuron_sim::onHost;
-template <class T>
-const T& onHost(const T& v) {
-  return v;
-}
-
 template <class Op, class Schema = typename Op::schema>
 struct Unboxed;
 
@@ -117,8 +108,11 @@ struct Unboxed<Op, at::Tensor(Args...)> {
     }
     at::Tensor out;
     try {
+      // A tensor goes to the CPU kernel as its host alias (tensor_alias.h),
+      // what is no tensor as it is.
+      HostAliases hosts;
       ArenaScope scope(facts.device);
-      out = Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), onHost(args)...);
+      out = Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), hosts.of(args)...);
     } catch (const c10::NotImplementedError&) {
       timer.cancel();
       return std::nullopt;  // a dtype the CPU kernel lacks: the boxed path widens it (dtype_widening.h)

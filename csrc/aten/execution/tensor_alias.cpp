@@ -32,6 +32,49 @@ at::Tensor hostAlias(const at::Tensor& t) {
   return at::Tensor(std::move(impl));
 }
 
+namespace {
+// The aliases this thread's last fast-path call left, ready for the next.
+thread_local at::Tensor t_kept[4];
+
+// Nobody but the holder refers to the alias or its storage: a kernel kept neither.
+bool unshared(const at::Tensor& a) {
+  return a.use_count() == 1 && a.weak_use_count() == 1 && a.storage().use_count() == 1;
+}
+
+// `alias` (unshared) re-pointed at `t`'s bytes, as hostAlias(t) would build it.
+void repoint(at::Tensor& alias, const at::Tensor& t) {
+  c10::TensorImpl* impl = alias.unsafeGetTensorImpl();
+  c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
+  const c10::StorageImpl* src = t.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(c10::DataPtr(const_cast<void*>(src->data()), c10::Device(c10::kCPU)));
+  storage->set_nbytes(src->nbytes());
+  if (impl->dtype() != t.dtype()) impl->set_storage_and_dtype(impl->storage(), t.dtype());
+  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  if (impl->is_conj() != t.is_conj()) impl->_set_conj(t.is_conj());
+  if (impl->is_neg() != t.is_neg()) impl->_set_neg(t.is_neg());
+}
+}  // namespace
+
+const at::Tensor& HostAliases::of(const at::Tensor& t) {
+  if (!t.defined() || t.device().type() != kNeuron) return t;
+  if (used_ == kSlots) return extra_[extras_++] = hostAlias(t);
+  at::Tensor& slot = slots_[used_];
+  if (kept_ == nullptr) kept_ = t_kept;  // one TLS lookup per call
+  at::Tensor& kept = kept_[used_++];
+  if (kept.defined() && unshared(kept)) {
+    slot = std::move(kept);
+    repoint(slot, t);
+  } else {
+    slot = hostAlias(t);
+  }
+  return slot;
+}
+
+HostAliases::~HostAliases() {
+  for (int i = 0; i < used_; ++i)
+    if (unshared(slots_[i])) kept_[i] = std::move(slots_[i]);
+}
+
 at::Tensor viewOnDevice(const at::Tensor& storage_of, const at::Tensor& geometry) {
   auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(storage_of.storage()),
                                                   c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),

@@ -14,6 +14,31 @@ at::Tensor hostAlias(const at::Tensor& neuron);
 inline at::Tensor onHost(const at::Tensor& t) {
   return t.defined() && t.device().type() == kNeuron ? hostAlias(t) : t;
 }
+// The host aliases of one fast-path call (fast_path.cpp), for read-only
+// inputs. A fresh alias is two heap objects built and destroyed per input
+// per op; instead each thread keeps the aliases of its last call, and the
+// next call re-points them at its own tensors' bytes and geometry. An alias
+// that a kernel kept a reference to is never reused.
+class HostAliases {
+ public:
+  HostAliases() = default;
+  HostAliases(const HostAliases&) = delete;
+  HostAliases& operator=(const HostAliases&) = delete;
+  ~HostAliases();
+  // What the CPU kernel is given for each argument, as onHost.
+  const at::Tensor& of(const at::Tensor& t);
+  template <class T>
+  const T& of(const T& v) {
+    return v;
+  }
+
+ private:
+  static constexpr int kSlots = 4;
+  at::Tensor slots_[kSlots];
+  at::Tensor extra_[kSlots];  // neuron tensors beyond the kept slots, or undefined: as onHost
+  at::Tensor* kept_ = nullptr;  // this thread's kept aliases
+  int used_ = 0, extras_ = 0;
+};
 // Turns a CPU tensor whose bytes were allocated in the arena into a neuron
 // tensor owning them (no copy); anything else is copied into the arena.
 at::Tensor adoptAsDevice(const at::Tensor& host, int device);

@@ -229,8 +229,10 @@ c10::DataPtr allocateOn(int device, size_t bytes, c10::Device label) {
 
 void setReclaimHook(void (*hook)()) { g_reclaim = hook; }
 
-ArenaScope::ArenaScope(int device) : previous_(t_arena_device) { t_arena_device = device; }
-ArenaScope::~ArenaScope() { t_arena_device = previous_; }
+// The slot's address is looked up once (in a shared library each access to a
+// thread_local costs a __tls_get_addr call).
+ArenaScope::ArenaScope(int device) : slot_(&t_arena_device), previous_(*slot_) { *slot_ = device; }
+ArenaScope::~ArenaScope() { *slot_ = previous_; }
 
 void installHostAllocatorWrapper() {
   static HostAllocatorWrapper* wrapper = [] {

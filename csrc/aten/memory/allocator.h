@@ -30,6 +30,7 @@ class ArenaScope {
   ArenaScope(const ArenaScope&) = delete;
   ArenaScope& operator=(const ArenaScope&) = delete;
  private:
+  int* slot_;  // this thread's arena device
   int previous_;
 };
 void installHostAllocatorWrapper();
