@@ -334,6 +334,9 @@ def test_device_check_on_a_fast_path_op_runs_on_the_common_call(tracked):
     assert tracked.get_op_counts().get("aten::mm", {"executed": 0})["executed"] == 0  # refused calls never ran
     torch.testing.assert_close(torch.mm(a, a).cpu(), expected)
     assert tracked.get_op_counts()["aten::mm"]["executed"] == 1
+    # Removing the test's check puts back mm's own: the device's shape message.
+    with pytest.raises(RuntimeError, match=r"^a and b must have same reduction dim, but got \[8, 8\] X \[4, 8\]"):
+        torch.mm(a, torch.randn(4, 8).to("neuron"))
 
 
 def test_loading_another_table_takes_away_the_kernels_only_the_old_one_needed(tmp_path):

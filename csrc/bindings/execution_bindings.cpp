@@ -105,28 +105,40 @@ void registerExecutionBindings(py::module_& m) {
   m.def("_remove_native_kernels", &removeNativeKernels);
   m.def("_host_kernel_names", &hostKernelNames);
   // A device check that refuses every call of one op overload with a
-  // ValueError carrying `message` (None removes it): for tests that see where
-  // device checks run (op_table.h, registerPrecondition).
+  // ValueError carrying `message` (None puts back the op's own check, if it
+  // has one): for tests that see where device checks run (op_table.h,
+  // registerPrecondition).
   m.def("_set_refusing_check", [](const std::string& name, std::optional<std::string> message) {
     static std::mutex mu;
     static auto* messages = new std::unordered_map<std::string, std::string>();
+    static auto* own = new std::unordered_map<std::string, Precondition>();  // the checks set aside
+    if (!message) {
+      Precondition restore = nullptr;
+      {
+        std::lock_guard<std::mutex> g(mu);
+        if (!messages->erase(name)) return;
+        restore = own->at(name);
+        own->erase(name);
+      }
+      registerPrecondition(name, restore);
+      return;
+    }
     {
       std::lock_guard<std::mutex> g(mu);
-      if (message) (*messages)[name] = *message;
-      else messages->erase(name);
+      (*messages)[name] = *message;
     }
-    Precondition refuse = nullptr;
-    if (message)
-      refuse = [](const c10::OperatorHandle& op, const torch::jit::Stack&) {
-        const auto& n = op.schema().operator_name();
-        std::string text;
-        {
-          std::lock_guard<std::mutex> g(mu);
-          text = messages->at(n.overload_name.empty() ? n.name : n.name + "." + n.overload_name);
-        }
-        TORCH_CHECK_VALUE(false, text);
-      };
-    registerPrecondition(name, refuse);
+    Precondition refuse = [](const c10::OperatorHandle& op, const torch::jit::Stack&) {
+      const auto& n = op.schema().operator_name();
+      std::string text;
+      {
+        std::lock_guard<std::mutex> g(mu);
+        text = messages->at(n.overload_name.empty() ? n.name : n.name + "." + n.overload_name);
+      }
+      TORCH_CHECK_VALUE(false, text);
+    };
+    Precondition previous = registerPrecondition(name, refuse);
+    std::lock_guard<std::mutex> g(mu);
+    own->emplace(name, previous);  // a second refusing check keeps the op's own one set aside
   });
   // tracking.rules, as torch_neuron_sim.native_ops reads it
   m.def("_set_tracking_rules", [](std::unordered_map<std::string, std::string> record,

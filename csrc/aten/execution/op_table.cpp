@@ -191,15 +191,18 @@ std::vector<std::string> hostKernelNames() {
   for (const auto& [name, k] : hostKernels()) out.push_back(name);
   return out;
 }
-void registerPrecondition(const std::string& name, Precondition check) {
+Precondition registerPrecondition(const std::string& name, Precondition check) {
   Table& t = table();
   std::lock_guard<std::mutex> g(t.mu);
-  preconditions()[name] = check;
+  Precondition& slot = preconditions()[name];
+  Precondition previous = slot;
+  slot = check;
   for (auto& [key, e] : t.entries)
     if (e->name == name) {
       e->precondition = check;
       refreshFastPath(*e);
     }
+  return previous;
 }
 
 }  // namespace neuron_sim

@@ -28,8 +28,9 @@ std::vector<std::string> hostKernelNames();
 // (its messages and exception types where they differ from the CPU's).
 using Precondition = void (*)(const c10::OperatorHandle&, const torch::jit::Stack&);
 // Also applies to an op already in use: its next call runs the check, on
-// the boxed path (an op with a check never takes the fast path).
-void registerPrecondition(const std::string& name, Precondition check);
+// the boxed path (an op with a check never takes the fast path). Returns the
+// check it replaces (nullptr if none), so a temporary one can be undone.
+Precondition registerPrecondition(const std::string& name, Precondition check);
 
 // How a native op checks where its tensor inputs are (tracking.rules, "inputs").
 enum class InputCheck : uint8_t {

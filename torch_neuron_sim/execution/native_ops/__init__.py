@@ -161,8 +161,9 @@ def _structured_functionals(native: list[str]) -> list[str]:
     return out
 
 
-def _apply(names: list[str], version: str) -> None:
-    """Make `names` the native set, with exactly the device kernels it needs.
+def _apply(names: list[str], version: str, keep: bool = False) -> None:
+    """Make `names` the native set, with exactly the device kernels it needs
+    (with `keep`, also the ones registered before).
 
     Kernels an earlier set needed and this one does not go away: left in
     place, they would reroute ops for good (after a set without clamp,
@@ -171,7 +172,7 @@ def _apply(names: list[str], version: str) -> None:
     _C._set_native_ops(names)
     needed = [n for n in names if _needs_direct_kernel(n)]
     needed += sorted(set(_structured_functionals(names)) - set(needed))
-    stale = _state["registered"] - set(needed)
+    stale = set() if keep else _state["registered"] - set(needed)
     if stale:
         _C._remove_native_kernels(sorted(stale))
         _state["registered"] -= stale
@@ -207,10 +208,15 @@ def override(names: Iterable[str]) -> Iterator[None]:
 
         with native_ops.override([]):              # every op takes the fallback
         with native_ops.override(current() + ["aten::cumprod"]):
+
+    The kernels of the table in use stay registered in the block, so an op
+    it runs as one kernel (linear) falls back as that one op under
+    override([]) instead of decomposing: the block runs the same ops, each on
+    the other path, which is what a parity check compares.
     """
     saved, saved_version = current(), _state["version"]
     try:
-        _apply(sorted({n if "::" in n else f"aten::{n}" for n in names}), f"{saved_version}+override")
+        _apply(sorted({n if "::" in n else f"aten::{n}" for n in names}), f"{saved_version}+override", keep=True)
         yield
     finally:
         _apply(saved, saved_version)  # the block's own kernels go with it
