@@ -4,6 +4,7 @@ Inductor cold compiles cost seconds, so only the training test and a few
 small graphs use the Inductor executor; semantics tests use the op-by-op
 executor (options={"executor": "graph"}), which shares every compile phase
 but code generation."""
+import copy
 import os
 import re
 import warnings
@@ -441,3 +442,17 @@ def test_custom_op_eager_and_compiled():
         torch.testing.assert_close(x.grad.cpu(), grad_expect)
     assert compiled_graphs() == 2
     assert [r.executor for r in graphs.records()] == ["inductor", "inductor"]
+
+
+def test_a_tensor_saved_twice_for_backward_gives_every_gradient_like_the_cpu():
+    # relu's result is also the next linear's input (the device keeps linear
+    # whole), so the backward graph receives it twice: reusing one in place for
+    # relu's gradient must not change what the weight gradient reads.
+    torch.manual_seed(0)
+    cpu = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8))
+    dev = copy.deepcopy(cpu).to("neuron")
+    x, y = torch.randn(4, 8), torch.randn(4, 8)
+    torch.nn.functional.mse_loss(cpu(x), y).backward()
+    torch.nn.functional.mse_loss(torch.compile(dev, backend="neuron")(x.to("neuron")), y.to("neuron")).backward()
+    for (name, a), b in zip(cpu.named_parameters(), dev.parameters()):
+        torch.testing.assert_close(b.grad.cpu(), a.grad, msg=name)

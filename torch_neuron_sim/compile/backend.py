@@ -69,6 +69,19 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], mode: Op
     opts = resolve(mode, options)
     static_shapes.check(gm, example_inputs)
     decompose_attention(gm)
+    # No donated buffers: the device keeps linear whole, so a tensor both
+    # relu's result and the next linear's input is saved for backward twice,
+    # and Inductor reused one saved input in place for relu's gradient while
+    # the other, the same memory, was still to be read for the weight's.
+    with torch._functorch.config.patch(donated_buffer=False):
+        return _aot(gm, example_inputs, opts)
+
+
+def _aot(gm: torch.fx.GraphModule, example_inputs: list[Any], opts: Any) -> Callable:
+    from torch._dynamo.backends.common import aot_autograd
+
+    from .compiler import compile_graph
+
     return aot_autograd(
         fw_compiler=functools.partial(compile_graph, kind="forward", opts=opts),
         bw_compiler=functools.partial(compile_graph, kind="backward", opts=opts),
