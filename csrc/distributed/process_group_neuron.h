@@ -30,7 +30,10 @@
 
 namespace neuron_sim::distributed {
 
-class ProcessGroupNeuron : public c10d::Backend {
+// Hidden as pybind11's own types are: the class is bound to Python by this
+// module only, and a visible class inside a hidden pybind11::class_ draws
+// gcc's -Wattributes warning.
+class __attribute__((visibility("hidden"))) ProcessGroupNeuron : public c10d::Backend {
  public:
   // `gloo` is a ProcessGroupGloo created by the Python factory on the same
   // store, rank and size (gloo's headers are not shipped with torch, so it is
