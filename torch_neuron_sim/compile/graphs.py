@@ -72,6 +72,12 @@ def records() -> list[GraphRecord]:
         return list(_records)
 
 
+def count() -> int:
+    """How many records there are (what records() would hold), without copying them."""
+    with _lock:
+        return len(_records)
+
+
 def compiled_since_metrics_reset() -> list[GraphRecord]:
     with _lock:
         return [r for r in _records[_metrics_from:] if r.compiled]
