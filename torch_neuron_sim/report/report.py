@@ -110,7 +110,7 @@ def _graph_state() -> dict[str, Any]:
     if _graphs is None:
         from ..compile import graphs
         _graphs = graphs
-    return {"graphs": _graphs.count(), "graph_breaks": _graphs.graph_breaks()}
+    return _graphs.state()
 
 
 def _torch_compile(before: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
