@@ -6,10 +6,12 @@ While a report is active every op reads the clock twice (its time by
 op) and adds a device event to the estimated timeline (the unboxed kernels
 of the hottest native ops do both themselves), and every allocation and free
 an entry in the memory history; each batch here also pays one report's start
-and stop: one call into C++ for the counters at each end, and at stop the
-timeline summed up and the memory history turned into the HBM chart's points,
-both in C++ (all of it becomes Python data only when the report's data is
-read, which a batch here never does). A fallback op also pays one call into
+and stop: one call into C++ at each end (the counters, the recording switched
+on or off; at stop the timeline summed up and the memory history taken for the
+HBM chart's points), all of it Python data only when the report's data is
+read, which a batch here never does. After a batch of large ops both ends run
+with the host's caches cold (the ops streamed their megabytes through them):
+the large rows measure that too, as a report around a training step meets it. A fallback op also pays one call into
 Python and a stack walk to record its source line. With no report active it is all one relaxed atomic load per op
 (docs/migration-report.md, "How it is collected, and what it costs").
 

@@ -23,6 +23,7 @@ void registerExecutionBindings(py::module_& m);  // op tracking, native set, fal
 void registerDistributedBindings(py::module_& m);  // the c10d backend class, collective counts
 void registerProfilerBindings(py::module_& m);   // the device timeline, the cost model, record_* for other layers
 void registerPythonCallbacks(py::module_& m);    // the C++ -> Python path: logger, reports, reclaim, stacks
+void registerReportWindow(py::module_& m);       // the migration report's start and stop, one call each
 
 // A C++ struct as a Python dict, one key per named field:
 //   asDict(stats, NEURON_FIELD(OpStats, name), NEURON_FIELD(OpStats, executed))

@@ -29,16 +29,13 @@
 #include "aten/kernels/copy.h"
 #include "aten/memory/allocator.h"
 #include "bindings/bindings.h"
+#include "bindings/report_pending.h"
 #include "profiler/record.h"
 #include "runtime/device.h"
 #include "runtime/device_timeline.h"
 
 namespace neuron_sim::bindings {
 namespace {
-
-struct Counters {  // the report's counters, opaque to Python (a type of this module's own)
-  ReportCounters c;
-};
 
 // A tuple of Python ints (a size or a stride of Inductor's generated code).
 bool readDims(PyObject* seq, c10::SmallVector<int64_t, 6>& out) {
@@ -209,8 +206,8 @@ void registerExecutionBindings(py::module_& m) {
     d["ns"] = c.ns;
     return d;
   });
-  // The report's counters in one call at its start and one at its stop, kept
-  // in C++ until the report is read (report_measures.h).
+  // The report's counters, read at its start and its stop (report_window.cpp) and
+  // kept in C++ until the report is read (report_measures.h).
   py::class_<Counters>(m, "_ReportCounters")
       .def_property_readonly("unsupported", [](const Counters& c) { return c.c.unsupported; })
       .def_property_readonly("host_casts64", [](const Counters& c) { return c.c.host_casts64; })
@@ -219,8 +216,6 @@ void registerExecutionBindings(py::module_& m) {
       })
       .def_property_readonly("allocated", [](const Counters& c) { return c.c.allocated; })
       .def_property_readonly("peak", [](const Counters& c) { return c.c.peak; });
-  m.def("_report_counters", [](bool reset_peaks) { return Counters{reportCounters(reset_peaks)}; },
-        py::arg("reset_peaks"));
   // (name, executed, fallbacks, downcasts_f64, downcasts_i64, compilations,
   // cache_hits, time_ns, copy_ns, copied_bytes) of each op that changed.
   m.def("_report_op_deltas", [](const Counters& before, const Counters& now) {

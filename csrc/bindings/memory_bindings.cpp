@@ -10,6 +10,7 @@
 #include "aten/memory/memory_history.h"
 #include "aten/memory/usage_series.h"
 #include "bindings/bindings.h"
+#include "bindings/report_pending.h"
 #include "runtime/debug_modes.h"
 #include "runtime/device.h"
 #include "runtime/fault_injection.h"
@@ -114,26 +115,6 @@ py::list usageDicts(const std::vector<history::UsageSeries>& series) {
   return out;
 }
 
-// HBM series for the migration report: made already (series), or to be made
-// from the traces taken out of the history when dicts() is first called.
-struct PendingUsage {
-  std::vector<history::UsageSeries> series;
-  std::vector<history::Trace> traces;
-  double since_us = 0;
-  std::vector<uint64_t> base_bytes;
-  size_t limit = 0;
-  bool made = true;
-
-  const std::vector<history::UsageSeries>& get() {
-    if (!made) {
-      series = history::usageOf(traces, since_us, base_bytes, limit);
-      traces.clear();
-      made = true;
-    }
-    return series;
-  }
-};
-
 // `with _HostAccess(): ...` holds a runtime::HostAccess on this thread.
 struct HostAccessContext {
   std::unique_ptr<runtime::HostAccess> access;
@@ -157,18 +138,9 @@ void registerMemoryBindings(py::module_& m) {
   m.def("_record_memory_history", &history::recordHistory, py::arg("enabled"), py::arg("context"),
         py::arg("max_entries"), py::arg("clear_history"));
   m.def("_memory_snapshot", [] { return snapshotDict(history::snapshot()); });
-  // The series stay in C++ until dicts(): the migration report builds them
-  // when it stops and turns them into Python objects only when it is read.
+  // HBM over time for the migration report (report_window.cpp makes them at its stop): the
+  // series stay in C++ until dicts(), which builds them when the report is read.
   py::class_<PendingUsage>(m, "_PendingUsage").def("dicts", [](PendingUsage& p) { return usageDicts(p.get()); });
-  m.def("_memory_usage_since", [](double since_us, const std::vector<uint64_t>& base_bytes, size_t limit) {
-    return PendingUsage{history::usageSince(since_us, base_bytes, limit)};
-  });
-  // The same, for a reader that owns the recording: takes the traces out of
-  // the history (no copy, no pass over them) and makes the series from them
-  // only when dicts() is first called.
-  m.def("_memory_usage_taken", [](double since_us, const std::vector<uint64_t>& base_bytes, size_t limit) {
-    return PendingUsage{{}, history::takeTraces(), since_us, base_bytes, limit, false};
-  });
   m.def("_allocation_site",
         [](uintptr_t data) { return history::allocationSite(reinterpret_cast<const void*>(data)); });
   m.def("_check_guards", [] {

@@ -23,6 +23,7 @@ PYBIND11_MODULE(_C, m) {
   bindings::registerRandomBindings(m);
   bindings::registerExecutionBindings(m);
   bindings::registerProfilerBindings(m);
+  bindings::registerReportWindow(m);  // after the types it hands out (counters, summary, HBM series)
   bindings::registerDistributedBindings(m);  // the c10d backend (csrc/distributed)
   bindings::registerHandoffProbe(m);
 }

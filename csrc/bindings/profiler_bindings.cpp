@@ -3,6 +3,7 @@
 // record_* functions other layers call. Nothing here is on the per-op path.
 #include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "bindings/bindings.h"
+#include "bindings/report_pending.h"
 #include "profiler/record.h"
 #include "profiler/timeline_api.h"
 #include "runtime/correlation.h"
@@ -173,14 +174,6 @@ class EventDicts {
   std::map<std::pair<int, int64_t>, py::str> lanes_;
 };
 
-
-// The longest events of a summary kept in C++ until read (the migration
-// report draws them only when its data is read): a run that never reads its
-// report never builds thousands of dicts.
-struct PendingSummary {
-  runtime::TimelineSummary summary;
-  std::shared_ptr<const CostModel> model;
-};
 
 struct DrawnEvents {
   std::vector<runtime::DeviceEvent> events;

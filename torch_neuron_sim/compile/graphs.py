@@ -107,9 +107,24 @@ def add_listener(fn: Callable[[GraphRecord], None]) -> Callable[[], None]:
     return remove
 
 
+_dynamo_counters: Any = None  # torch._dynamo.utils.counters, kept once Dynamo is loaded
+
+
 def graph_breaks() -> dict[str, int]:
     """Dynamo's graph breaks so far, reason -> count (counters["graph_break"])."""
-    if "torch._dynamo" not in sys.modules:
-        return {}
-    from torch._dynamo.utils import counters
-    return dict(counters["graph_break"])
+    global _dynamo_counters
+    if _dynamo_counters is None:
+        if "torch._dynamo" not in sys.modules:
+            return {}
+        from torch._dynamo.utils import counters
+        _dynamo_counters = counters  # one object for the process: Dynamo clears it in place
+    return dict(_dynamo_counters["graph_break"])
+
+
+def state() -> dict[str, Any]:
+    """How many records there are and the graph breaks so far, in one call:
+    the migration report reads both at each end, where every call costs
+    (docs/migration-report.md, "How it is collected")."""
+    with _lock:
+        n = len(_records)
+    return {"graphs": n, "graph_breaks": graph_breaks()}

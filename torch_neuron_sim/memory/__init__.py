@@ -169,39 +169,12 @@ def _record_memory_history(enabled: str | None = "all", context: str | None = "a
     _history_mode = enabled
 
 
-def _record_sizes(on: bool) -> None:
-    """Start (sizes only, no stacks) or stop and clear the allocator's trace for
-    a reader inside the package (the migration report's HBM timeline), leaving
-    what the program asked for (_history_mode) as it was."""
-    _C._record_memory_history("all" if on else None, None, sys.maxsize, not on)
-
-
 def _snapshot(device: _DeviceLike = None) -> dict[str, Any]:
     """The memory state in torch.cuda.memory._snapshot()'s format:
     {"segments": [one per device arena, with every block, free ones
     included, so fragmentation is visible], "device_traces": [per device,
     the recorded alloc/free_requested/free_completed/oom actions]}."""
     return _C._memory_snapshot()
-
-
-def _usage_since(since_us: float, base_bytes: list[int], limit: int) -> Any:
-    """HBM in use over time from the allocator's trace (as recorded while
-    history is on), per device with activity at or after ``since_us``
-    (µs since the epoch), starting at ``base_bytes[device]``, at most about
-    ``limit`` points (seconds to the µs, whole bytes), each run of points
-    keeping its first, lowest, highest and last (built in C++:
-    csrc/aten/memory/usage_series.cpp). The series stay in C++ until the
-    result's ``dicts()`` returns them: {"device", "events", "downsampled",
-    "seconds", "bytes"} per device."""
-    return _C._memory_usage_since(since_us, base_bytes, limit)
-
-
-def _usage_taken(since_us: float, base_bytes: list[int], limit: int) -> Any:
-    """As _usage_since, for a reader that switched the recording on itself
-    (_record_sizes): takes the allocator's trace out of the history (which
-    records on into an empty one) without a pass over it; the series are
-    made from it when ``dicts()`` is first called."""
-    return _C._memory_usage_taken(since_us, base_bytes, limit)
 
 
 def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:

@@ -26,9 +26,12 @@ there. HBM over time comes from the allocator's memory history (sizes only,
 no stacks), switched on for the report unless the program records it itself.
 The device timeline costs each op its shapes and one locked append; its events
 stay in C++ until the end, when they are summed in chunks and only the longest
-are kept for the page (RunTimeline). start() and stop() read every counter in
-one call into C++ each and keep what they read there; `data` is built from it
-when first read.
+are kept for the page (run_timeline.py). start() and stop() each make one call
+into C++ (report_window.cpp) that reads every counter, switches the recording
+on or off and keeps what it read there; `data` is built from it when first
+read. Both ends touch few Python objects: a report around large ops meets the
+host's caches cold there (the ops streamed megabytes through them), where each
+object and call costs its cache misses.
 """
 from __future__ import annotations
 
@@ -40,21 +43,26 @@ import sysconfig
 import threading
 import time
 import traceback
-from collections import Counter
 from typing import Any, Optional
 
 import torch
 
-from .. import _C
-from ..execution import compile_cache, dtype_policy, tracking
+from .. import _C, memory
+from ..execution import native_ops, tracking
 from ..device.device import machine as _machine
 from ..distributed.collective_ops import POINT_TO_POINT_OPS
+from .page_sections import TIMELINE_EVENTS
+from .run_timeline import PendingTimeline, start_trace, stop_trace
 
 MANY_SHAPES = 16  # an op compiled for at least this many signatures is a dynamic-shape risk
 # HBM over time keeps at most this many points per device (per time slice
 # its first, lowest, highest and last, so peaks survive): a run of a million
 # allocations still makes a small JSON and page.
 MEMORY_POINTS = 2000
+# What stop() does with HBM over time (report_window.cpp): nothing (the
+# program records no alloc/free trace), take the report's own trace, or sum up
+# the program's since the start.
+_HBM_NONE, _HBM_TAKEN, _HBM_SINCE = 0, 1, 2
 
 _PKG_DIRS = tuple(os.path.dirname(p) + os.sep for p in (torch.__file__, __file__))
 _STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
@@ -78,20 +86,31 @@ def _user_site() -> str:
 def _record_fallback(op_name: str) -> None:
     r = _active
     if r is not None:
-        r._sites[(op_name, _user_site())] += 1
+        key = (op_name, _user_site())
+        r._sites[key] = r._sites.get(key, 0) + 1
 
 
 def _record_collective(op_name: str, nbytes: int) -> None:
     r = _active
     if r is not None:
         key = (op_name, _user_site())
-        r._collective_sites[key] += 1
-        r._collective_bytes[key] += nbytes
+        r._collective_sites[key] = r._collective_sites.get(key, 0) + 1
+        r._collective_bytes[key] = r._collective_bytes.get(key, 0) + nbytes
+
+
+# C++ calls these only while a report is active (reportActive()): set once.
+_C._set_fallback_reporter(_record_fallback)
+_C._set_collective_reporter(_record_collective)
+
+_graphs: Any = None  # compile.graphs, imported when the first report starts
 
 
 def _graph_state() -> dict[str, Any]:
-    from ..compile import graphs
-    return {"graphs": len(graphs.records()), "graph_breaks": graphs.graph_breaks()}
+    global _graphs
+    if _graphs is None:
+        from ..compile import graphs
+        _graphs = graphs
+    return _graphs.state()
 
 
 def _torch_compile(before: dict[str, Any], now: dict[str, Any]) -> dict[str, Any]:
@@ -108,40 +127,6 @@ def _torch_compile(before: dict[str, Any], now: dict[str, Any]) -> dict[str, Any
             "fallback_graphs": sum(1 for r in recs if r["executor"] == "eager-fallback"),
             "recompiles": sum(1 for r in recs if r["recompile_reason"]),
             "graph_breaks": sorted(breaks, key=lambda b: (-b["count"], b["reason"]))}
-
-
-class _MemoryTimeline:
-    """HBM in use over time, from the allocator's trace of allocs and frees
-    (torch.neuron.memory._record_memory_history, sizes only). Switched on for
-    the report; a program that records history itself keeps its settings and
-    the report reads the same trace."""
-
-    def __init__(self):
-        from .. import memory
-        self._memory = memory
-        self._owned = False
-        self.available = True
-
-    def start(self, base: list[int]) -> None:
-        """base: each device's HBM in use now (where its series starts)."""
-        self._t0_us = time.time() * 1e6
-        self._base = base
-        mode = self._memory._history_mode
-        if mode is None:
-            self._memory._record_sizes(True)
-            self._owned = True
-        self.available = mode in (None, "all")
-
-    def stop(self) -> Any:
-        """The series, summed up in C++ and kept there until _series() reads them."""
-        alone = self._owned and self._memory._history_mode is None  # unless the program started its own meanwhile
-        series = None
-        if self.available:  # a trace only the report reads is taken whole; one the program reads, summed up here
-            series = (self._memory._usage_taken if alone else self._memory._usage_since)(
-                self._t0_us, self._base, MEMORY_POINTS)
-        if alone:
-            self._memory._record_sizes(False)
-        return series
 
 
 def _series(pending: Any) -> list[dict[str, Any]]:
@@ -165,13 +150,11 @@ class Report:
         self.error: Optional[str] = None
         self.traceback: Optional[str] = None
         self.html = html
-        self._sites: Counter = Counter()
-        self._collective_sites: Counter = Counter()  # (c10d op, site) -> calls
-        self._collective_bytes: Counter = Counter()  # (c10d op, site) -> bytes
-        self._memory = _MemoryTimeline()
-        from .run_timeline import RunTimeline
-        from .page import TIMELINE_EVENTS
-        self._device = RunTimeline(trace, keep=TIMELINE_EVENTS)  # the events the page can draw
+        self.trace = trace
+        self._sites: dict[tuple[str, str], int] = {}  # (op, site) -> fallback calls
+        self._collective_sites: dict[tuple[str, str], int] = {}  # (c10d op, site) -> calls
+        self._collective_bytes: dict[tuple[str, str], int] = {}  # (c10d op, site) -> bytes
+        self._profile: Any = None  # torch.profiler's session, with `trace`
 
     # ---- collecting ------------------------------------------------------------
     def start(self) -> "Report":
@@ -182,30 +165,42 @@ class Report:
             _active = self
         self._started = (time.time(), time.perf_counter())
         self._graphs_before = _graph_state()
-        self._before = _C._report_counters(reset_peaks=True)  # a report's peaks are its own
-        self._memory.start(self._before.allocated)
-        self._device.start()
-        _C._set_fallback_reporter(_record_fallback)
-        _C._set_collective_reporter(_record_collective)
-        _C._set_report_active(True)
+        if self.trace:
+            self._profile = start_trace()
+        # HBM over time comes from the allocator's trace (sizes only), switched
+        # on for the report unless the program records one itself: then the
+        # report reads the same trace, if it records every action ("all").
+        mode = memory._history_mode
+        self._hbm_owned, self._hbm_readable = mode is None, mode in (None, "all")
+        # The counters (peaks reset: a report's peaks are its own), the
+        # allocator's trace, the device timeline's recorder, the report active.
+        self._window = _C._report_start(record_sizes=self._hbm_owned)
         return self
 
     def stop(self) -> "Report":
         global _active
-        _C._set_report_active(False)
-        with _lock:
-            _active = None
-        # What the window saw, read now and kept as it is (mostly in C++);
-        # _collect() makes the data of it when `data` is first read.
-        self._now = _C._report_counters(reset_peaks=False)
+        # What the window saw, read now and kept as it is in C++; _collect()
+        # makes the data of it when `data` is first read. A trace only the
+        # report reads is taken whole (and its recording switched off, unless
+        # the program started its own meanwhile); one the program reads is
+        # summed up now and left to it.
+        alone = self._hbm_owned and memory._history_mode is None
+        hbm = (_HBM_TAKEN if alone else _HBM_SINCE) if self._hbm_readable else _HBM_NONE
+        stopped = False
+        try:
+            self._window.stop(hbm=hbm, record_sizes_off=alone, keep_events=TIMELINE_EVENTS,
+                              memory_points=MEMORY_POINTS)
+            stopped = True
+        finally:
+            with _lock:
+                _active = None
+            if self._profile is not None:
+                stop_trace(self._profile, self.trace if stopped else None)
         self._wall_seconds = time.perf_counter() - self._started[1]
-        self._device_timeline = self._device.stop()
-        self._memory_series = self._memory.stop()
         graphs_now = _graph_state()
         # Graphs change (launch counts grow) after the window: their records are read now.
         self._torch_compile = _torch_compile(self._graphs_before, graphs_now) if graphs_now != self._graphs_before else None
-        self._settings = {"native_op_table": _native_table_version(), "dtype_policy": dtype_policy.get_dtype_policy(),
-                          "simulated_ms_per_compile": compile_cache.compile_latency_ms(), "machine": _machine()}
+        self._native_op_table = native_ops.version()
         self._outcome = (self.error, self.traceback)
         self._data = None
         if self.html:
@@ -233,7 +228,8 @@ class Report:
         return False
 
     def _collect(self) -> dict[str, Any]:
-        before, now = self._before, self._now
+        w = self._window
+        before, now = w.before, w.now
         keys = ("executed", "fallbacks", "downcasts_f64", "downcasts_i64", "compilations", "cache_hits", "time_ns",
                 "copy_ns", "copied_bytes")
         delta = {row[0]: dict(zip(keys, row[1:])) for row in _C._report_op_deltas(before, now)}
@@ -256,7 +252,7 @@ class Report:
         unsupported_before = dict(before.unsupported)
         unsupported = [{"feature": f, "count": n - unsupported_before.get(f, 0)}
                        for f, n in now.unsupported if n - unsupported_before.get(f, 0)]
-        m = self._settings["machine"]
+        m = _machine()  # the device table is fixed at its first use, long before any report stops
         cap = m["hbm_per_device"]  # every device's total_memory (get_device_properties)
         memory = [{"device": f"neuron:{i}", "peak_bytes": peak, "capacity_bytes": cap, "fraction": peak / cap}
                   for i, peak in enumerate(now.peak) if peak]
@@ -275,8 +271,8 @@ class Report:
         started = datetime.datetime.fromtimestamp(self._started[0]).astimezone()
         error, tb = self._outcome
         return {
-            "native_op_table": self._settings["native_op_table"],
-            "dtype_policy": self._settings["dtype_policy"],
+            "native_op_table": self._native_op_table,
+            "dtype_policy": w.dtype_policy,
             "run": {"started": started.isoformat(timespec="seconds"), "wall_seconds": self._wall_seconds,
                     "torch": torch.__version__, "torch_neuron_sim": _version()},
             "profile": {"name": m["profile"], "devices": len(now.peak), "hbm_per_device_bytes": cap},
@@ -292,14 +288,14 @@ class Report:
             "point_to_point": sorted((c for c in collectives.values() if c["op"] in POINT_TO_POINT_OPS),
                                      key=lambda c: (-c["bytes"], c["op"])),
             "memory": memory,
-            "memory_timeline": _series(self._memory_series),
+            "memory_timeline": _series(w.usage),
             "compilation": {"distinct_signatures": signatures,
                             "cache_hits": sum(d["cache_hits"] for d in delta.values()),
-                            "simulated_ms_per_compile": self._settings["simulated_ms_per_compile"],
+                            "simulated_ms_per_compile": w.compile_latency_ms,
                             "ops_with_many_shapes": many, "many_shapes_threshold": self.many_shapes},
             "torch_compile": self._torch_compile or {"graphs": [], "compiled_graphs": 0, "fallback_graphs": 0,
                                                      "recompiles": 0, "graph_breaks": []},
-            "device_timeline": self._device_timeline.to_dict(),
+            "device_timeline": PendingTimeline(w.timeline, w.adaptive_eager, self.trace).to_dict(),
             "error": error,
             "traceback": tb,
         }
@@ -330,11 +326,6 @@ class Report:
 def _version() -> str:
     from .. import __version__
     return __version__
-
-
-def _native_table_version() -> str:
-    from ..execution import native_ops
-    return native_ops.version()
 
 
 def report(many_shapes: int = MANY_SHAPES, html: Optional[str] = None, trace: Optional[str] = None) -> Report:
