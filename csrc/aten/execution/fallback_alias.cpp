@@ -36,6 +36,26 @@ bool copiesObserved() {
   return copyRouted() || reportActive() || recordingEvents() || runtime::adaptive::enabled() || at::hasCallbacks();
 }
 
+// A neuron tensor whose host copy would be this very tensor over fresh bytes:
+// dense and non-overlapping (a copy keeps those strides; a strided slice's
+// copy is compacted, so a kernel could lay its result out differently), and
+// no lazy conjugate or negative bit (a copy resolves it).
+bool copyIsAlias(const at::Tensor& t) {
+  return !t.defined() || t.device().type() != kNeuron ||
+         (t.is_non_overlapping_and_dense() && !t.is_conj() && !t.is_neg());
+}
+
+bool argumentsReadInPlace(const torch::jit::Stack& stack, size_t first) {
+  for (size_t i = first; i < stack.size(); ++i) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor() && !copyIsAlias(v.toTensor())) return false;
+    if (v.isList())
+      for (const c10::IValue& e : v.toListRef())
+        if (e.isTensor() && !copyIsAlias(e.toTensor())) return false;
+  }
+  return true;
+}
+
 // The argument as the CPU kernel gets it; counts the neuron tensors it stands in for.
 c10::IValue onHostCounted(const c10::IValue& v, uint64_t& copies) {
   if (v.isTensor()) {
@@ -62,6 +82,7 @@ bool fallbackReadingInPlace(const c10::OperatorHandle& op, torch::jit::Stack* st
   if (!readsOnly(op.schema())) return false;
   const size_t nargs = op.schema().arguments().size();
   const size_t first = stack->size() - nargs;
+  if (!argumentsReadInPlace(*stack, first)) return false;
   uint64_t copies = 0;
   for (size_t i = first; i < stack->size(); ++i) (*stack)[i] = onHostCounted((*stack)[i], copies);
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);

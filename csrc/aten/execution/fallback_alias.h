@@ -11,7 +11,8 @@ namespace neuron_sim {
 // hold) and copies its results to `device`, as cpu_fallback does; the
 // input copies it skips are counted as made. False, with the stack
 // untouched, when the call needs cpu_fallback itself: the op writes an
-// argument or returns an alias, takes a device argument, or anything
+// argument or returns an alias, takes a device argument, an input's copy
+// would differ from it (strided, conjugate or negative bit), or anything
 // watches copies (a copy router, an active migration report, recorded
 // device events, RecordFunction callbacks, adaptive eager).
 bool fallbackReadingInPlace(const c10::OperatorHandle& op, torch::jit::Stack* stack, int device);
