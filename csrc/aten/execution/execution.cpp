@@ -6,7 +6,9 @@
 //              aliased as CPU tensors, outputs are allocated in the arena
 //              (ArenaScope) and adopted as neuron tensors. No copies.
 //   fallback - the op leaves the device: inputs are copied to the host, the
-//              CPU op runs, results are copied back; the op is recorded.
+//              CPU op runs, results are copied back; the op is recorded. (An
+//              op that only reads its inputs reads them in place unless the
+//              copies are observed: fallback_alias.h.)
 #include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <ATen/native/CPUFallback.h>
 #include <c10/core/StorageImpl.h>
@@ -29,6 +31,7 @@
 #include "aten/execution/dtype_policy.h"
 #include "aten/execution/dtype_widening.h"
 #include "aten/execution/execution.h"
+#include "aten/execution/fallback_alias.h"
 #include "aten/execution/fallback_policy.h"
 #include "aten/execution/fast_path.h"
 #include "aten/execution/op_table.h"
@@ -251,6 +254,8 @@ void runFallback(const c10::OperatorHandle& op, OpEntry& e, Stack* stack, const 
   }
   if (host_kernel) {
     hostKernelFallback(op, e, stack, facts.device);
+  } else if (running_stats.empty() && facts.host_target < 0 && fallbackReadingInPlace(op, stack, facts.device)) {
+    // An op that only reads its inputs read them in place (fallback_alias.h).
   } else {
     at::native::cpu_fallback(op, stack);
     for (auto& [device_stats, host] : running_stats) device_stats.copy_(host);

@@ -8,7 +8,8 @@
 // round trip costs about as much as the add itself.
 //
 // The op table decides which ops it may take (OpEntry::fast: native, no host
-// kernel, no device check), and the call's facts (call_facts.h, read in the
+// kernel; a device check runs here as on the boxed path, before the kernel),
+// and the call's facts (call_facts.h, read in the
 // same walk as the boxed path's) which calls: every tensor on one neuron
 // device (0-dim ones elsewhere aside: the CPU kernel reads a Python number's
 // tensor as it is, as the boxed path passes it), nothing complex, nothing
@@ -18,7 +19,9 @@
 // and any kernel error, goes through the boxed path, which owns every rule
 // (fallback, the 64-bit rule, error wording); so this file adds speed, never
 // behaviour. The ops listed always return a fresh tensor, never a view of an
-// input (the boxed path's toDevice handles views; this one need not).
+// input (the boxed path's toDevice handles views; this one need not), or
+// write an out= tensor that already has the result's shape (mm.out and
+// addmm.out, the extern matmuls of Inductor's graphs).
 #include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "aten/execution/fast_path.h"
 
@@ -48,6 +51,8 @@
 
 #include <atomic>
 #include <optional>
+#include <tuple>
+#include <utility>
 
 #include "aten/execution/call_facts.h"
 #include "aten/execution/compile_cache.h"
@@ -64,6 +69,18 @@
 
 namespace neuron_sim {
 namespace {
+
+// The op's device check (registerPrecondition), run as the boxed path runs
+// it: on a stack of the call's arguments, its errors raised as they are.
+template <class... Args>
+void checkPrecondition(const OpEntry& e, const c10::OperatorHandle& op, const Args&... args) {
+  const Precondition check = e.precondition.load(std::memory_order_relaxed);
+  if (C10_LIKELY(check == nullptr)) return;
+  torch::jit::Stack stack;
+  stack.reserve(sizeof...(Args));
+  (stack.emplace_back(args), ...);
+  check(op, stack);
+}
 
 template <class Op, class Schema = typename Op::schema>
 struct Unboxed;
@@ -92,6 +109,7 @@ struct Unboxed<Op, at::Tensor(Args...)> {
     (walk.add(args, i++), ...);
     const CallFacts facts = walk.finish();
     if (!facts.on_neuron || facts.placement != Placement::kOk || facts.complex || facts.wide) return boxed(args...);
+    checkPrecondition(e, handle(), args...);
     std::optional<at::Tensor> out = run(e, facts, args...);
     return out ? *std::move(out) : boxed(args...);
   }
@@ -136,9 +154,114 @@ struct Unboxed<Op, at::Tensor(Args...)> {
   }
 };
 
+// The out= form of a matmul, as an Inductor graph calls it for its extern
+// kernels (extern_kernels.mm/addmm(..., out=buf), several per launch): the
+// same path as above, the result written into the caller's neuron tensor.
+// Only a call whose out= tensor already has the result's shape: the CPU
+// kernel then writes its bytes in place and never resizes it (a resize is
+// the boxed path's writeBack). `Shape` gives the result's rows and columns.
+template <class Op, class Shape, class Schema = typename Op::schema>
+struct UnboxedOut;
+
+template <class Op, class Shape, class... Args>
+struct UnboxedOut<Op, Shape, at::Tensor&(Args...)> {
+  static const c10::OperatorHandle& handle() {
+    static const c10::OperatorHandle op =
+        c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
+    return op;
+  }
+
+  static at::Tensor& boxed(Args... args) {
+    torch::jit::Stack stack;
+    stack.reserve(sizeof...(Args));
+    (stack.emplace_back(args), ...);
+    runBoxed(handle(), &stack);
+    return last(args...);
+  }
+
+  template <class... Rest>
+  static at::Tensor& last(Rest&&... rest) {
+    return std::get<sizeof...(Rest) - 1>(std::forward_as_tuple(rest...));
+  }
+
+  static at::Tensor& call(Args... args) {
+    static OpEntry& e = opEntry(handle());
+    if (!e.fast.load(std::memory_order_relaxed) || C10_UNLIKELY(runtime::inBadFork())) return boxed(args...);
+    at::Tensor& out = last(args...);
+    if (!out.defined() || !Shape::matches(out, args...)) return boxed(args...);
+    FactWalk walk(e, /*native=*/true);
+    int i = 0;
+    (walk.add(args, i++), ...);
+    const CallFacts facts = walk.finish();
+    if (!facts.on_neuron || facts.placement != Placement::kOk || facts.complex || facts.wide ||
+        out.device().type() != kNeuron)
+      return boxed(args...);
+    checkPrecondition(e, handle(), args...);
+    return run(e, facts, out, args...) ? out : boxed(args...);
+  }
+
+  // Whether the op ran (else the boxed path takes the call, as Unboxed::run).
+  static bool run(OpEntry& e, const CallFacts& facts, at::Tensor& out, Args... args) {
+    OpTimer timer(e);
+    runtime::HostAccess access;
+    std::optional<OpRecord> record;
+    if (C10_UNLIKELY(recordingEvents()) && !inGraphLaunch()) {
+      record.emplace(e, facts.device, false, timer.startNs());
+      (record->input(args), ...);
+    }
+    try {
+      HostAliases hosts;
+      ArenaScope scope(facts.device);
+      Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), hostArg(hosts, args)...);
+    } catch (const c10::NotImplementedError&) {
+      timer.cancel();
+      return false;
+    } catch (const c10::Error&) {
+      if (!fallbackOnlyForUnimplemented() && e.precondition == nullptr) throw;
+      timer.cancel();
+      return false;
+    }
+    e.executed.fetch_add(1, std::memory_order_relaxed);
+    const bool compiled = noteCompiled(e, facts.signature, facts.device);
+    if (C10_UNLIKELY(record)) {
+      if (compiled) recordCompile(e, facts.device);
+      const c10::IValue result(out);
+      record->finish(c10::ArrayRef<c10::IValue>(&result, 1));
+      timer.endAt(record->endNs());
+    }
+    return true;
+  }
+
+  // The CPU kernel's argument: a tensor's host alias (the written one too), anything else as it is.
+  template <class T>
+  static const T& hostArg(HostAliases& hosts, const T& v) {
+    return hosts.of(v);
+  }
+  static at::Tensor& hostArg(HostAliases& hosts, at::Tensor& v) { return const_cast<at::Tensor&>(hosts.of(v)); }
+};
+
+// mm.out(self, mat2, out) and addmm.out(self, mat1, mat2, beta, alpha, out):
+// the result is rows of the first factor by columns of the second.
+struct MmShape {
+  static bool matches(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor&) {
+    return a.dim() == 2 && b.dim() == 2 && out.dim() == 2 && out.size(0) == a.size(0) && out.size(1) == b.size(1);
+  }
+};
+struct AddmmShape {
+  static bool matches(const at::Tensor& out, const at::Tensor&, const at::Tensor& a, const at::Tensor& b,
+                      const c10::Scalar&, const c10::Scalar&, const at::Tensor&) {
+    return MmShape::matches(out, a, b, out);
+  }
+};
+
 template <class Op>
 torch::CppFunction kernel() {
   return torch::CppFunction::makeFromUnboxedFunction(TORCH_FN(Unboxed<Op>::call));
+}
+
+template <class Op, class Shape>
+torch::CppFunction outKernel() {
+  return torch::CppFunction::makeFromUnboxedFunction(TORCH_FN((UnboxedOut<Op, Shape>::call)));
 }
 
 }  // namespace
@@ -152,6 +275,8 @@ std::optional<torch::CppFunction> unboxedKernel(const std::string& name) {
   if (name == "aten::mm") return kernel<ops::mm>();
   if (name == "aten::bmm") return kernel<ops::bmm>();
   if (name == "aten::addmm") return kernel<ops::addmm>();
+  if (name == "aten::mm.out") return outKernel<ops::mm_out, MmShape>();
+  if (name == "aten::addmm.out") return outKernel<ops::addmm_out, AddmmShape>();
   if (name == "aten::relu") return kernel<ops::relu>();
   if (name == "aten::threshold_backward") return kernel<ops::threshold_backward>();
   if (name == "aten::neg") return kernel<ops::neg>();

@@ -41,11 +41,11 @@ std::unordered_map<std::string, Precondition>& preconditions() {
 }
 
 // The one place that decides whether the unboxed fast path may take an op's
-// calls: it runs the CPU kernel and nothing else, so an op with a host
-// kernel or a device check (a precondition) stays on the boxed path, which
-// runs them. Under the table's lock.
+// calls: it runs the op's device check (a precondition) and the CPU kernel,
+// so an op with a host kernel stays on the boxed path, which runs it. Under
+// the table's lock.
 void refreshFastPath(OpEntry& e) {
-  e.fast = e.native.load() && e.host_kernel == nullptr && e.precondition.load() == nullptr;
+  e.fast = e.native.load() && e.host_kernel == nullptr;
 }
 
 // The rules that concern one entry; under the table's lock.

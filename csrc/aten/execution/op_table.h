@@ -28,7 +28,7 @@ std::vector<std::string> hostKernelNames();
 // (its messages and exception types where they differ from the CPU's).
 using Precondition = void (*)(const c10::OperatorHandle&, const torch::jit::Stack&);
 // Also applies to an op already in use: its next call runs the check, on
-// the boxed path (an op with a check never takes the fast path). Returns the
+// the boxed path or the fast path alike. Returns the
 // check it replaces (nullptr if none), so a temporary one can be undone.
 Precondition registerPrecondition(const std::string& name, Precondition check);
 
@@ -76,8 +76,8 @@ struct OpEntry {
   HostKernel host_kernel = nullptr;
   std::atomic<Precondition> precondition{nullptr};
   // Whether the unboxed fast path (fast_path.cpp) may take the op's calls:
-  // native, with no host kernel and no precondition (the fast path runs
-  // neither). Decided here only, by refreshFastPath, whenever one changes.
+  // native, with no host kernel (the fast path runs the CPU kernel, after the
+  // precondition if any). Decided here only, by refreshFastPath, whenever one changes.
   std::atomic<bool> fast{false};
 };
 

@@ -126,6 +126,8 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
 }  // namespace
 
 uint64_t hostDeviceCopies() { return g_host_device_copies.load(std::memory_order_relaxed); }
+void countHostDeviceCopies(uint64_t n) { g_host_device_copies.fetch_add(n, std::memory_order_relaxed); }
+bool copyRouted() { return g_router.load(std::memory_order_relaxed) != nullptr; }
 void setCopyRouter(CopyRouter router) { g_router.store(router); }
 
 // A copy from a conjugate or negative view must not be resolved by PyTorch's

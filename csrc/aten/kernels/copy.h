@@ -9,6 +9,10 @@
 namespace neuron_sim {
 
 uint64_t hostDeviceCopies();  // since the process started
+// Copies a fallback stands for without making them (its inputs read in place: fallback_alias.h).
+void countHostDeviceCopies(uint64_t n);
+// Whether a router (below) sees every copy between host and device just now.
+bool copyRouted();
 
 // A hook that sees every copy between host and device: torch_neuronx's test
 // helpers count host bounces by wrapping its _C._nrt_copy_* entry points, and
