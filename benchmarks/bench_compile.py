@@ -158,6 +158,9 @@ def run(repeats: int = 9) -> list[Row]:
     return rows
 
 
+CALLER_THREAD = "compiled neuron, 1 thread"  # breakdown only: the backward on the caller's thread
+
+
 def breakdown(name, make_model, shape, repeats, inner):
     """Median microseconds of CPU time (all threads of the process: the
     backward runs on the autograd engine's device thread for neuron) per phase
@@ -193,6 +196,11 @@ def breakdown(name, make_model, shape, repeats, inner):
             model = make_model().to(device)
             run_ = torch.compile(model, backend=compiled) if compiled else model
             variants[label] = (run_, torch.optim.SGD(model.parameters(), lr=1e-3), x_cpu.to(device), y_cpu.to(device))
+        # The same compiled neuron step with autograd's multithreading off: the
+        # backward then runs on the caller's thread, as the CPU's does, so the
+        # difference to "compiled neuron" is what the engine's device-thread
+        # hand-off costs (the device keeps that thread, as CUDA does).
+        variants[CALLER_THREAD] = variants["compiled neuron"]
 
         def phases(run_, opt, x, y):
             w0, t0 = time.perf_counter(), clock()
@@ -207,22 +215,25 @@ def breakdown(name, make_model, shape, repeats, inner):
             opt.step()
             t5 = clock()
             return [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t5 - t0, time.perf_counter() - w0]
-        for v in variants.values():
-            phases(*v), phases(*v)
+        def measured(label, v):
+            with torch.autograd.set_multithreading_enabled(label != CALLER_THREAD):
+                return phases(*v)
+        for k, v in variants.items():
+            measured(k, v), measured(k, v)
         per = {k: [] for k in variants}
         for _ in range(repeats):
             for k, v in variants.items():
                 for _ in range(inner):
                     spent["graph"] = spent["launch"] = 0.0
-                    p = phases(*v)
+                    p = measured(k, v)
                     per[k].append(p + [spent["graph"], spent["launch"] - spent["graph"] if spent["launch"] else 0.0])
     finally:
         output_code.CompiledFxGraph.__call__, executors.Launch.__call__ = graph_call, launch_call
     cols = ("forward", "loss", "zero_grad", "backward", "opt.step", "step", "step wall", "in graphs", "launch work")
     med = {k: [statistics.median(r[i] for r in v) for i in range(len(cols))] for k, v in per.items()}
     lines = [f"{name}: median us per step, CPU time except 'step wall' (load average {os.getloadavg()[0]:.1f})",
-             f"  {'':16s}" + "".join(f"{c:>12s}" for c in cols)]
-    lines += [f"  {k:16s}" + "".join(f"{m * 1e6:12.0f}" for m in ms) for k, ms in med.items()]
+             f"  {'':24s}" + "".join(f"{c:>12s}" for c in cols)]
+    lines += [f"  {k:24s}" + "".join(f"{m * 1e6:12.0f}" for m in ms) for k, ms in med.items()]
     step, graphs = cols.index("step"), cols.index("in graphs")
     lines.append("  inside the compiled graphs: " + ", ".join(
         f"{k} {med[k][graphs] / med[k][step]:.0%} of the step" for k in ("compiled neuron", "compiled cpu")))
