@@ -1,17 +1,20 @@
 #include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "distributed/carrier_threads.h"
 
-#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <thread>
 
+#include <pthread.h>
+
 namespace neuron_sim::distributed {
 namespace {
 
-// How long a thread with nothing to carry stays parked before it exits.
-constexpr auto kParkedFor = std::chrono::seconds(5);
+// Threads kept parked for the life of the process; one more that finishes its
+// operation exits at once. A parked thread never exits later, at a moment
+// unrelated to any operation (a thread's exit releases what it holds).
+constexpr size_t kKeptParked = 8;
 
 struct CarrierThreads {
   std::mutex mu;
@@ -31,18 +34,28 @@ struct CarrierThreads {
         lock.lock();
         continue;
       }
+      if (parked >= kKeptParked) return;
       ++parked;
-      bool handed = cv.wait_for(lock, kParkedFor, [&] { return !waiting.empty(); });
+      cv.wait(lock, [&] { return !waiting.empty(); });
       --parked;
-      if (!handed) return;
     }
   }
 };
 
 // Never destroyed: parked threads may still wait on it while the process exits.
+CarrierThreads* g_carriers = nullptr;
+
 CarrierThreads& carriers() {
-  static auto* c = new CarrierThreads;
-  return *c;
+  static bool once = [] {
+    g_carriers = new CarrierThreads;
+    // A forked child has none of the parent's threads: it starts with none parked
+    // (the parent's object is left as it is, its mutex possibly held by a thread
+    // that does not exist in the child).
+    pthread_atfork(nullptr, nullptr, [] { g_carriers = new CarrierThreads; });
+    return true;
+  }();
+  (void)once;
+  return *g_carriers;
 }
 
 }  // namespace

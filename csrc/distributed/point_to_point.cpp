@@ -83,19 +83,20 @@ struct Completion {
   std::exception_ptr error;
   int source = -1;
   c10::intrusive_ptr<c10::ivalue::Future> future;
-  // The operation's waits on gloo, ending in finish(): run once, by whichever
+  // The operation's waits on gloo, returning its error: run once, by whichever
   // thread claims it first - the caller's wait() or the thread carrying it.
-  std::function<void()> body;
+  std::function<std::exception_ptr()> body;
   std::atomic<bool> claimed{false};
-  std::atomic<bool> handed{false};  // to a carrier thread (once)
+  std::atomic<bool> handed{false};     // to a carrier thread (once)
+  bool armed = false, kicked = false;  // a recv from a named rank: body set; wanted running (Matching::mu)
+  std::vector<at::Tensor> value;
 
   void runUnlessClaimed() {
     if (claimed.exchange(true)) return;
-    auto run = std::move(body);  // the body holds this Completion: drop it once run
-    run();
-  }
-
-  void finish(std::exception_ptr e, const std::vector<at::Tensor>& value) {
+    // The body (holding this Completion and the tensors) goes before the waiter
+    // wakes, not whenever this thread runs again: HBM accounting reads as it should.
+    std::exception_ptr e = std::move(body)();
+    body = nullptr;
     {
       std::lock_guard<std::mutex> g(mu);
       done = true;
@@ -109,14 +110,15 @@ struct Completion {
   }
 };
 
-// Hands `c` to a carrier thread, which runs it unless a wait() has claimed it
-// first: at once for an operation with a message to post on the way (a send's
-// data, a recv-from-any's ready message); for a recv from a named rank, whose
-// messages are all posted, only when its Work is asked about without a wait()
-// or dropped.
+// Hands `c` to a carrier thread, which runs it unless a wait() claimed it first: at
+// once for an operation with a message to post on the way (a send, a recv from any
+// rank); a recv from a named rank only when its Work is asked without a wait() or dropped.
 void carry(const std::shared_ptr<Completion>& c) {
   if (c->handed.exchange(true)) return;
-  runOnCarrierThread([c] { c->runUnlessClaimed(); });
+  // Weakly: a claimed one's tensors (HBM accounting) must not wait for this thread.
+  runOnCarrierThread([w = std::weak_ptr<Completion>(c)] {
+    if (auto c = w.lock()) c->runUnlessClaimed();
+  });
 }
 
 class PointToPointWork : public c10d::Work {
@@ -126,26 +128,10 @@ class PointToPointWork : public c10d::Work {
   // Dropped before anyone waited: a thread completes the operation (staging copies, HBM, the future).
   ~PointToPointWork() override { carryUnlessClaimed(); }
 
-  bool isCompleted() override {
-    carryUnlessClaimed();
-    std::lock_guard<std::mutex> g(c_->mu);
-    return c_->done;
-  }
-  bool isSuccess() const override {
-    carryUnlessClaimed();
-    std::lock_guard<std::mutex> g(c_->mu);
-    return c_->done && !c_->error;
-  }
-  std::exception_ptr exception() const override {
-    carryUnlessClaimed();
-    std::lock_guard<std::mutex> g(c_->mu);
-    return c_->error;
-  }
-  int sourceRank() const override {
-    carryUnlessClaimed();
-    std::lock_guard<std::mutex> g(c_->mu);
-    return c_->source;
-  }
+  bool isCompleted() override { return asked([&] { return c_->done; }); }
+  bool isSuccess() const override { return asked([&] { return c_->done && !c_->error; }); }
+  std::exception_ptr exception() const override { return asked([&] { return c_->error; }); }
+  int sourceRank() const override { return asked([&] { return c_->source; }); }
   std::vector<at::Tensor> result() override { return tensors_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
     carryUnlessClaimed();
@@ -178,6 +164,12 @@ class PointToPointWork : public c10d::Work {
   void carryUnlessClaimed() const {
     if (!c_->claimed.load()) carry(c_);
   }
+  template <class F>
+  std::invoke_result_t<F> asked(F read) const {
+    carryUnlessClaimed();
+    std::lock_guard<std::mutex> g(c_->mu);
+    return read();
+  }
 
   std::shared_ptr<Completion> c_;
   std::vector<at::Tensor> tensors_;
@@ -187,6 +179,7 @@ std::shared_ptr<Completion> newCompletion(const at::Tensor& t) {
   auto c = std::make_shared<Completion>();
   c->future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
                                                        std::vector<c10::Device>{t.device()});
+  c->value = {t};
   return c;
 }
 
@@ -231,7 +224,10 @@ struct PointToPoint::Matching {
     strays.emplace(std::make_tuple(src, tag, field(taken, kIndex)), taken);
     cv.notify_all();
     for (auto& w : unstarted[{src, tag}])
-      if (auto other = w.lock()) carry(std::static_pointer_cast<Completion>(other));
+      if (auto other = std::static_pointer_cast<Completion>(w.lock())) {
+        if (other->armed) carry(other);
+        other->kicked = true;  // else carried as soon as its body is set
+      }
     unstarted.erase({src, tag});
     auto key = std::make_tuple(src, tag, index);
     TORCH_CHECK_WITH(DistBackendError, cv.wait_for(lock, timeout, [&] { return strays.count(key) > 0; }),
@@ -280,7 +276,8 @@ WorkPtr PointToPoint::send(const at::Tensor& t, int dst, int tag) {
   auto gloo = gloo_;
   auto m = matching_;
   int me = rank_;
-  c->body = [=, keep = std::move(s.keep)]() mutable {
+  // The body holds its Completion (dropped once run): an operation nobody waits on lives until run.
+  c->body = [=, self = c, keep = std::move(s.keep)]() mutable {
     std::exception_ptr err;
     WorkPtr data_work;
     std::vector<at::Tensor> payload;
@@ -298,7 +295,7 @@ WorkPtr PointToPoint::send(const at::Tensor& t, int dst, int tag) {
       m->abandon({header_work, ready_work, data_work}, {header[0], ready[0], data});
     }
     keep.clear();  // staging buffers leave HBM accounting as the send completes
-    c->finish(err, {t});
+    return err;
   };
   carry(c);
   return c10::make_intrusive<PointToPointWork>(c, c10d::OpType::SEND, std::vector<at::Tensor>{t});
@@ -318,9 +315,20 @@ WorkPtr PointToPoint::recv(const at::Tensor& t, int src, int tag) {
     std::vector<at::Tensor> into, ready;
     WorkPtr data, ready_work;
   };
-  auto post = [m, gloo, t, target, tag](int from, Posted& p, std::vector<at::Tensor>* header, WorkPtr* header_work) {
+  auto c = newCompletion(t);
+  auto post = [m, gloo, t, target, tag, w = std::weak_ptr<void>(c)](int from, Posted& p,
+                                                                     std::vector<at::Tensor>* header,
+                                                                     WorkPtr* header_work) {
     std::lock_guard<std::mutex> g(m->mu);
-    if (header) *header_work = gloo->recv(*header, from, tag);
+    if (header) {  // from a named rank: listed as it posts, before a recv from any rank can take its header
+      *header_work = gloo->recv(*header, from, tag);
+      auto& named = m->unstarted[{from, tag}];
+      std::erase_if(named, [](const std::weak_ptr<void>& o) {
+        auto other = std::static_pointer_cast<Completion>(o.lock());
+        return !other || other->claimed.load();
+      });
+      named.push_back(w);
+    }
     p.index = m->readies[{from, tag}]++;
     int64_t slot = m->slots[from]++;
     p.into = {target};
@@ -336,7 +344,6 @@ WorkPtr PointToPoint::recv(const at::Tensor& t, int src, int tag) {
   } else {
     header_work = gloo_->recvAnysource(header, tag);
   }
-  auto c = newCompletion(t);
   std::string what = "neuron recv on rank " + std::to_string(rank_) +
                      (src >= 0 ? " from rank " + std::to_string(src) : std::string(" from any rank")) + " (tag " +
                      std::to_string(tag) + ")";
@@ -344,7 +351,7 @@ WorkPtr PointToPoint::recv(const at::Tensor& t, int src, int tag) {
                                  : std::string("no rank posted a matching send");
   std::chrono::milliseconds timeout = timeout_.load();
   int me = rank_;
-  c->body = [=, keep = std::move(s.keep), steps = std::move(s.steps), p = std::move(posted)]() mutable {
+  c->body = [=, self = c, keep = std::move(s.keep), steps = std::move(s.steps), p = std::move(posted)]() mutable {
     std::exception_ptr err;
     int from = src;
     try {
@@ -375,18 +382,14 @@ WorkPtr PointToPoint::recv(const at::Tensor& t, int src, int tag) {
     }
     keep.clear();
     steps.clear();
-    c->finish(err, {t});
+    return err;
   };
   if (src < 0) {
     carry(c);
   } else {
     std::lock_guard<std::mutex> g(m->mu);
-    auto& named = m->unstarted[{src, tag}];
-    std::erase_if(named, [](const std::weak_ptr<void>& w) {
-      auto other = std::static_pointer_cast<Completion>(w.lock());
-      return !other || other->claimed.load();
-    });
-    named.push_back(c);
+    c->armed = true;
+    if (c->kicked) carry(c);
   }
   return c10::make_intrusive<PointToPointWork>(c, src >= 0 ? c10d::OpType::RECV : c10d::OpType::RECVANYSOURCE,
                                                std::vector<at::Tensor>{t});
