@@ -11,10 +11,10 @@
 #include <map>
 #include <mutex>
 #include <sstream>
-#include <thread>
 #include <tuple>
 #include <vector>
 
+#include "distributed/carrier_threads.h"
 #include "distributed/collective_check.h"
 #include "distributed/collective_staging.h"
 #include "distributed/neuron_work.h"
@@ -83,18 +83,20 @@ struct Completion {
   std::exception_ptr error;
   int source = -1;
   c10::intrusive_ptr<c10::ivalue::Future> future;
-  // The operation's waits on gloo, ending in finish(): run once, by whichever
+  // The operation's waits on gloo, returning its error: run once, by whichever
   // thread claims it first - the caller's wait() or the thread carrying it.
-  std::function<void()> body;
+  std::function<std::exception_ptr()> body;
   std::atomic<bool> claimed{false};
+  std::atomic<bool> handed{false};     // to a carrier thread (once)
+  bool armed = false, kicked = false;  // a recv from a named rank: body set; wanted running (Matching::mu)
+  std::vector<at::Tensor> value;
 
   void runUnlessClaimed() {
     if (claimed.exchange(true)) return;
-    auto run = std::move(body);  // the body holds this Completion: drop it once run
-    run();
-  }
-
-  void finish(std::exception_ptr e, const std::vector<at::Tensor>& value) {
+    // The body (holding this Completion and the tensors) goes before the waiter
+    // wakes, not whenever this thread runs again: HBM accounting reads as it should.
+    std::exception_ptr e = std::move(body)();
+    body = nullptr;
     {
       std::lock_guard<std::mutex> g(mu);
       done = true;
@@ -108,36 +110,43 @@ struct Completion {
   }
 };
 
+// Hands `c` to a carrier thread, which runs it unless a wait() claimed it first: at
+// once for an operation with a message to post on the way (a send, a recv from any
+// rank); a recv from a named rank only when its Work is asked without a wait() or dropped.
+void carry(const std::shared_ptr<Completion>& c) {
+  if (c->handed.exchange(true)) return;
+  // Weakly: a claimed one's tensors (HBM accounting) must not wait for this thread.
+  runOnCarrierThread([w = std::weak_ptr<Completion>(c)] {
+    if (auto c = w.lock()) c->runUnlessClaimed();
+  });
+}
+
 class PointToPointWork : public c10d::Work {
  public:
   PointToPointWork(std::shared_ptr<Completion> c, c10d::OpType type, std::vector<at::Tensor> tensors)
       : Work(-1, type), c_(std::move(c)), tensors_(std::move(tensors)) {}
+  // Dropped before anyone waited: a thread completes the operation (staging copies, HBM, the future).
+  ~PointToPointWork() override { carryUnlessClaimed(); }
 
-  bool isCompleted() override {
-    std::lock_guard<std::mutex> g(c_->mu);
-    return c_->done;
-  }
-  bool isSuccess() const override {
-    std::lock_guard<std::mutex> g(c_->mu);
-    return c_->done && !c_->error;
-  }
-  std::exception_ptr exception() const override {
-    std::lock_guard<std::mutex> g(c_->mu);
-    return c_->error;
-  }
-  int sourceRank() const override {
-    std::lock_guard<std::mutex> g(c_->mu);
-    return c_->source;
-  }
+  bool isCompleted() override { return asked([&] { return c_->done; }); }
+  bool isSuccess() const override { return asked([&] { return c_->done && !c_->error; }); }
+  std::exception_ptr exception() const override { return asked([&] { return c_->error; }); }
+  int sourceRank() const override { return asked([&] { return c_->source; }); }
   std::vector<at::Tensor> result() override { return tensors_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return c_->future; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    carryUnlessClaimed();
+    return c_->future;
+  }
 
   // Every message of the operation is bounded by the group's timeout, so the
   // thread always completes it; `timeout` only shortens the wait here.
   bool wait(std::chrono::milliseconds timeout) override {
-    // The caller's own thread waits on gloo when it comes first: one thread
-    // wake-up fewer between the message's arrival and the caller.
-    if (timeout == kNoTimeout) c_->runUnlessClaimed();
+    // The caller's own thread waits on gloo when it comes first: no thread
+    // wake-up between the message's arrival and the caller.
+    if (timeout == kNoTimeout)
+      c_->runUnlessClaimed();
+    else
+      carryUnlessClaimed();
     std::unique_lock<std::mutex> lock(c_->mu);
     auto ready = [&] { return c_->done; };
     if (timeout == kNoTimeout)
@@ -151,6 +160,17 @@ class PointToPointWork : public c10d::Work {
   }
 
  private:
+  // An operation nobody waits on yet, asked about without waiting: a carrier thread takes it.
+  void carryUnlessClaimed() const {
+    if (!c_->claimed.load()) carry(c_);
+  }
+  template <class F>
+  std::invoke_result_t<F> asked(F read) const {
+    carryUnlessClaimed();
+    std::lock_guard<std::mutex> g(c_->mu);
+    return read();
+  }
+
   std::shared_ptr<Completion> c_;
   std::vector<at::Tensor> tensors_;
 };
@@ -159,23 +179,8 @@ std::shared_ptr<Completion> newCompletion(const at::Tensor& t) {
   auto c = std::make_shared<Completion>();
   c->future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
                                                        std::vector<c10::Device>{t.device()});
+  c->value = {t};
   return c;
-}
-
-// How long the thread carrying an operation that needs no action of ours
-// (a receive whose messages are all posted) leaves it to the caller's wait().
-constexpr auto kLeaveToWait = std::chrono::milliseconds(2);
-
-// Starts the thread carrying `c`: at once when the operation has a message
-// to post on the way (a send's data, a recv-from-any's ready message).
-void carry(const std::shared_ptr<Completion>& c, bool posts_on_the_way) {
-  std::thread([c, posts_on_the_way] {
-    if (!posts_on_the_way) {
-      std::unique_lock<std::mutex> lock(c->mu);
-      c->cv.wait_for(lock, kLeaveToWait, [&] { return c->claimed.load(); });
-    }
-    c->runUnlessClaimed();
-  }).detach();
 }
 
 std::exception_ptr sizesDiffer(const std::string& what, int sender, const at::Tensor& header, int receiver,
@@ -201,6 +206,10 @@ struct PointToPoint::Matching {
   std::vector<int64_t> slots;                      // per source rank: data slots handed out
   // (source, tag, index): a header taken by a receive other than the one its index names.
   std::map<std::tuple<int, int, int64_t>, at::Tensor> strays;
+  // (source, tag): receives from a named rank that no thread may be carrying
+  // yet (their wait() or a query starts them). A recv from any rank that took
+  // one's header needs it running to hand the header over.
+  std::map<std::pair<int, int>, std::vector<std::weak_ptr<void>>> unstarted;  // Completions
   // Messages still posted in gloo when their operation failed: gloo keeps a raw pointer
   // to their memory, which must outlive them (only a failed operation leaves any).
   std::vector<std::pair<std::vector<WorkPtr>, std::vector<at::Tensor>>> abandoned;
@@ -214,6 +223,12 @@ struct PointToPoint::Matching {
     std::unique_lock<std::mutex> lock(mu);
     strays.emplace(std::make_tuple(src, tag, field(taken, kIndex)), taken);
     cv.notify_all();
+    for (auto& w : unstarted[{src, tag}])
+      if (auto other = std::static_pointer_cast<Completion>(w.lock())) {
+        if (other->armed) carry(other);
+        other->kicked = true;  // else carried as soon as its body is set
+      }
+    unstarted.erase({src, tag});
     auto key = std::make_tuple(src, tag, index);
     TORCH_CHECK_WITH(DistBackendError, cv.wait_for(lock, timeout, [&] { return strays.count(key) > 0; }),
                      "timed out waiting for message ", index, " on the tag, whose header another receive took");
@@ -261,7 +276,8 @@ WorkPtr PointToPoint::send(const at::Tensor& t, int dst, int tag) {
   auto gloo = gloo_;
   auto m = matching_;
   int me = rank_;
-  c->body = [=, keep = std::move(s.keep)]() mutable {
+  // The body holds its Completion (dropped once run): an operation nobody waits on lives until run.
+  c->body = [=, self = c, keep = std::move(s.keep)]() mutable {
     std::exception_ptr err;
     WorkPtr data_work;
     std::vector<at::Tensor> payload;
@@ -279,9 +295,9 @@ WorkPtr PointToPoint::send(const at::Tensor& t, int dst, int tag) {
       m->abandon({header_work, ready_work, data_work}, {header[0], ready[0], data});
     }
     keep.clear();  // staging buffers leave HBM accounting as the send completes
-    c->finish(err, {t});
+    return err;
   };
-  carry(c, true);
+  carry(c);
   return c10::make_intrusive<PointToPointWork>(c, c10d::OpType::SEND, std::vector<at::Tensor>{t});
 }
 
@@ -299,9 +315,20 @@ WorkPtr PointToPoint::recv(const at::Tensor& t, int src, int tag) {
     std::vector<at::Tensor> into, ready;
     WorkPtr data, ready_work;
   };
-  auto post = [m, gloo, t, target, tag](int from, Posted& p, std::vector<at::Tensor>* header, WorkPtr* header_work) {
+  auto c = newCompletion(t);
+  auto post = [m, gloo, t, target, tag, w = std::weak_ptr<void>(c)](int from, Posted& p,
+                                                                     std::vector<at::Tensor>* header,
+                                                                     WorkPtr* header_work) {
     std::lock_guard<std::mutex> g(m->mu);
-    if (header) *header_work = gloo->recv(*header, from, tag);
+    if (header) {  // from a named rank: listed as it posts, before a recv from any rank can take its header
+      *header_work = gloo->recv(*header, from, tag);
+      auto& named = m->unstarted[{from, tag}];
+      std::erase_if(named, [](const std::weak_ptr<void>& o) {
+        auto other = std::static_pointer_cast<Completion>(o.lock());
+        return !other || other->claimed.load();
+      });
+      named.push_back(w);
+    }
     p.index = m->readies[{from, tag}]++;
     int64_t slot = m->slots[from]++;
     p.into = {target};
@@ -317,7 +344,6 @@ WorkPtr PointToPoint::recv(const at::Tensor& t, int src, int tag) {
   } else {
     header_work = gloo_->recvAnysource(header, tag);
   }
-  auto c = newCompletion(t);
   std::string what = "neuron recv on rank " + std::to_string(rank_) +
                      (src >= 0 ? " from rank " + std::to_string(src) : std::string(" from any rank")) + " (tag " +
                      std::to_string(tag) + ")";
@@ -325,10 +351,13 @@ WorkPtr PointToPoint::recv(const at::Tensor& t, int src, int tag) {
                                  : std::string("no rank posted a matching send");
   std::chrono::milliseconds timeout = timeout_.load();
   int me = rank_;
-  c->body = [=, keep = std::move(s.keep), steps = std::move(s.steps), p = std::move(posted)]() mutable {
+  c->body = [=, self = c, keep = std::move(s.keep), steps = std::move(s.steps), p = std::move(posted)]() mutable {
     std::exception_ptr err;
     int from = src;
     try {
+      // From a named rank, the data first: it leaves the sender after the
+      // header, so the caller waking once finds both in.
+      if (from >= 0) p.data->wait(timeout);
       header_work->wait(timeout);
       if (from < 0) {
         from = header_work->sourceRank();
@@ -340,7 +369,7 @@ WorkPtr PointToPoint::recv(const at::Tensor& t, int src, int tag) {
       }
       at::Tensor h = header[0];
       if (field(h, kIndex) != p.index) h = m->exchange(from, tag, h, p.index, timeout);
-      p.data->wait(timeout);
+      if (src < 0) p.data->wait(timeout);
       p.ready_work->wait(timeout);
       if (field(h, kBytes) == target.numel()) {
         for (const auto& step : steps) step();
@@ -353,9 +382,15 @@ WorkPtr PointToPoint::recv(const at::Tensor& t, int src, int tag) {
     }
     keep.clear();
     steps.clear();
-    c->finish(err, {t});
+    return err;
   };
-  carry(c, src < 0);
+  if (src < 0) {
+    carry(c);
+  } else {
+    std::lock_guard<std::mutex> g(m->mu);
+    c->armed = true;
+    if (c->kicked) carry(c);
+  }
   return c10::make_intrusive<PointToPointWork>(c, src >= 0 ? c10d::OpType::RECV : c10d::OpType::RECVANYSOURCE,
                                                std::vector<at::Tensor>{t});
 }

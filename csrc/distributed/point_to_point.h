@@ -27,10 +27,14 @@
 // count, for another receive, the two exchange the headers (`Matching`).
 //
 // gloo's send and receive complete only when both sides have posted, and
-// its p2p Work has no future: each operation is carried by a thread of its
-// own, which waits on gloo (at most the group's timeout per message), posts
-// the next message and completes the Work. isend/irecv in any order across
-// ranks (batch_isend_irecv, pipeline schedules) thus never wait on each other.
+// its p2p Work has no future: an operation with a message to post on the way
+// (a send, a recv from any rank) is carried at once by a thread of its own
+// (carrier_threads.h), which waits on gloo (at most the group's timeout per
+// message), posts that message and completes the Work; isend/irecv in any
+// order across ranks (batch_isend_irecv, pipeline schedules) thus never wait
+// on each other. A recv from a named rank has posted everything: the caller's
+// wait() waits on gloo itself, and a thread takes it only when its Work is
+// asked without waiting or dropped.
 #pragma once
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
