@@ -37,21 +37,31 @@ namespace {
 thread_local at::Tensor t_kept[4];
 
 // Nobody but the holder refers to the alias or its storage: a kernel kept neither.
-bool unshared(const at::Tensor& a) {
-  return a.use_count() == 1 && a.weak_use_count() == 1 && a.storage().use_count() == 1;
+// (An alias's storage never throws on access: it is ours.)
+inline bool unshared(const at::Tensor& a) {
+  return a.use_count() == 1 && a.weak_use_count() == 1 &&
+         a.unsafeGetTensorImpl()->unsafe_storage().use_count() == 1;
 }
 
 // `alias` (unshared) re-pointed at `t`'s bytes, as hostAlias(t) would build it.
+// Only what differs is rewritten: a slot often sees the same tensor again (a
+// weight, a loop's operand), and the same geometry more often still (an
+// elementwise chain), where setting sizes and strides would recompute every
+// contiguity flag to the values they have.
 void repoint(at::Tensor& alias, const at::Tensor& t) {
   c10::TensorImpl* impl = alias.unsafeGetTensorImpl();
-  c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
+  c10::StorageImpl* storage = impl->unsafe_storage().unsafeGetStorageImpl();
   const c10::StorageImpl* src = t.storage().unsafeGetStorageImpl();
-  storage->set_data_ptr_noswap(c10::DataPtr(const_cast<void*>(src->data()), c10::Device(c10::kCPU)));
+  void* data = const_cast<void*>(src->data());
+  if (storage->data() != data) storage->set_data_ptr_noswap(c10::DataPtr(data, c10::Device(c10::kCPU)));
   storage->set_nbytes(src->nbytes());
-  if (impl->dtype() != t.dtype()) impl->set_storage_and_dtype(impl->storage(), t.dtype());
-  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
-  if (impl->is_conj() != t.is_conj()) impl->_set_conj(t.is_conj());
-  if (impl->is_neg() != t.is_neg()) impl->_set_neg(t.is_neg());
+  if (C10_UNLIKELY(impl->dtype() != t.dtype())) impl->set_storage_and_dtype(impl->storage(), t.dtype());
+  if (impl->sizes().equals(t.sizes()) && impl->strides().equals(t.strides()))
+    impl->set_storage_offset(t.storage_offset());
+  else
+    impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  if (C10_UNLIKELY(impl->is_conj() != t.is_conj())) impl->_set_conj(t.is_conj());
+  if (C10_UNLIKELY(impl->is_neg() != t.is_neg())) impl->_set_neg(t.is_neg());
 }
 }  // namespace
 
@@ -61,7 +71,9 @@ const at::Tensor& HostAliases::of(const at::Tensor& t) {
   at::Tensor& slot = slots_[used_];
   if (kept_ == nullptr) kept_ = t_kept;  // one TLS lookup per call
   at::Tensor& kept = kept_[used_++];
-  if (kept.defined() && unshared(kept)) {
+  // A kept alias was unshared when the last call kept it, and nothing but
+  // this thread's slot has reached it since.
+  if (kept.defined()) {
     slot = std::move(kept);
     repoint(slot, t);
   } else {
@@ -99,7 +111,10 @@ at::Tensor adoptAsDevice(const at::Tensor& host, int device) {
       // Nobody but the caller's stack slot holds the kernel's output: turn it
       // into the neuron tensor in place (its storage now reports the neuron
       // device), saving a TensorImpl allocation on the per-op path.
-      own->set_storage_keep_dtype(host.storage());
+      // The storage is handed back to the impl it came from (which re-reads
+      // its device): moved out and in, so its reference count is not touched.
+      auto& held = const_cast<c10::Storage&>(own->unsafe_storage());
+      own->set_storage_keep_dtype(std::move(held));
       own->_change_backend_component_keys(neuronDevice(device));
       return host;
     }
