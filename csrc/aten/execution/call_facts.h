@@ -118,6 +118,7 @@ class FactWalk {
 
   // Typed arguments of the unboxed fast path.
   void add(const at::Tensor& t, int arg) { tensor(t, arg); }
+  void add(const std::optional<at::Tensor>& t, int arg) { t ? tensor(*t, arg) : none(); }  // as its IValue
   void add(const c10::Scalar& s, int arg) { scalar(s, arg); }
   void add(int64_t v, int arg) { integer(v, arg); }
   void add(bool b, int) { boolean(b); }

@@ -1,5 +1,5 @@
 // The unboxed path of the hottest native ops: elementwise arithmetic, the
-// matmuls, activations, reductions and softmax's backward - the bulk of a
+// matmuls and linear, activations, reductions and softmax's backward - the bulk of a
 // training step (softmax itself has a host kernel: the boxed path's). Each does what
 // runNative (execution.cpp) does - host aliases of the inputs, the CPU kernel
 // inside an ArenaScope, the output adopted as a neuron tensor, the op counted
@@ -31,6 +31,7 @@
 #include <ATen/ops/exp_ops.h>
 #include <ATen/ops/gelu_backward_ops.h>
 #include <ATen/ops/gelu_ops.h>
+#include <ATen/ops/linear_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/mm_ops.h>
 #include <ATen/ops/mul_ops.h>
@@ -172,6 +173,7 @@ std::optional<torch::CppFunction> unboxedKernel(const std::string& name) {
   if (name == "aten::mm") return kernel<ops::mm>();
   if (name == "aten::bmm") return kernel<ops::bmm>();
   if (name == "aten::addmm") return kernel<ops::addmm>();
+  if (name == "aten::linear") return kernel<ops::linear>();  // kept whole, as the device runs it
   if (name == "aten::relu") return kernel<ops::relu>();
   if (name == "aten::threshold_backward") return kernel<ops::threshold_backward>();
   if (name == "aten::neg") return kernel<ops::neg>();

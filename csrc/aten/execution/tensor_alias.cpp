@@ -104,10 +104,37 @@ const at::Tensor& HostAliases::alias(const at::Tensor& t) {
 }
 
 HostAliases::~HostAliases() {
+  for (int i = 0; i < optional_count_; ++i) optionals_[i].reset();  // their references are ours, not a kernel's
   if (kept_ == nullptr) return;
   for (int i = 0; i < used_; ++i)
     if (!unshared(kept_->alias[i])) kept_->alias[i].reset();  // a kernel kept it: the next call builds afresh
   kept_->busy = false;
+}
+
+namespace {
+// Host aliases the boxed path's calls gave back on this thread, for its next.
+struct AliasPool {
+  static constexpr int kSize = 8;
+  at::Tensor free[kSize];
+  int count = 0;
+};
+thread_local AliasPool t_pool;
+}  // namespace
+
+at::Tensor pooledHostAlias(const at::Tensor& t) {
+  AliasPool& p = t_pool;
+  if (p.count == 0 || C10_UNLIKELY(!t.unsafeGetTensorImpl()->unsafe_storage())) return hostAlias(t);
+  at::Tensor a = std::move(p.free[--p.count]);
+  repoint(a, t);
+  return a;
+}
+
+void recycleHostAlias(at::Tensor&& alias) {
+  if (!alias.defined() || !unshared(alias)) return;  // a kernel or a result kept it
+  // (A kernel that gave the alias another storage, as set_() does, made it no longer ours.)
+  if (alias.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl()->allocator() != hostViewAllocator()) return;
+  AliasPool& p = t_pool;
+  if (p.count < AliasPool::kSize) p.free[p.count++] = std::move(alias);
 }
 
 at::Tensor viewOnDevice(const at::Tensor& storage_of, const at::Tensor& geometry) {

@@ -3,6 +3,8 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 
+#include <optional>
+
 #include "aten/neuron.h"
 
 namespace neuron_sim {
@@ -29,6 +31,10 @@ class HostAliases {
   const at::Tensor& of(const at::Tensor& t) {
     return t.defined() && t.device().type() == kNeuron ? alias(t) : t;
   }
+  const std::optional<at::Tensor>& of(const std::optional<at::Tensor>& t) {  // linear's bias
+    if (!t || !t->defined() || t->device().type() != kNeuron) return t;
+    return optionals_[optional_count_++] = alias(*t);
+  }
   template <class T>
   const T& of(const T& v) {
     return v;
@@ -41,9 +47,16 @@ class HostAliases {
   const at::Tensor& alias(const at::Tensor& t);
   Kept* kept_ = nullptr;  // this thread's kept aliases, while this call uses them
   bool looked_ = false;
-  int used_ = 0, fresh_count_ = 0;
+  int used_ = 0, fresh_count_ = 0, optional_count_ = 0;
   at::Tensor fresh_[kSlots];  // this call's own: beyond the kept slots, or while another call uses them
+  std::optional<at::Tensor> optionals_[kSlots];  // aliases given as optional tensors (a second reference each)
 };
+// The boxed path's host aliases (execution.cpp): as hostAlias, but built
+// from an alias an earlier call on this thread gave back when there is one
+// (re-pointed as HostAliases does), and given back after the call; an alias
+// that anything else still refers to is not kept.
+at::Tensor pooledHostAlias(const at::Tensor& t);
+void recycleHostAlias(at::Tensor&& alias);
 // Turns a CPU tensor whose bytes were allocated in the arena into a neuron
 // tensor owning them (no copy); anything else is copied into the arena.
 at::Tensor adoptAsDevice(const at::Tensor& host, int device);
