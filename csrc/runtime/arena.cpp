@@ -142,7 +142,7 @@ void* Arena::allocate(uint64_t requested, uintptr_t* block_start) {
   const uint64_t size = (requested + 2 * front + kAlignment - 1) / kAlignment * kAlignment;
   uint64_t offset;
   {
-    std::lock_guard<std::mutex> g(mu_);
+    std::lock_guard<SpinLock> g(mu_);
     stats_.allocation_requests++;
     if (requested == 0) return nullptr;
     if (static_cast<uint64_t>(stats_.reserved_bytes.current) + size > limit_) return nullptr;
@@ -204,7 +204,7 @@ int64_t Arena::firstDamagedByte(const Block& b) const {
 }
 
 FreedBlock Arena::free(void* ptr) {
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<SpinLock> g(mu_);
   const uint64_t data_offset = reinterpret_cast<uintptr_t>(ptr) - base_;
   Block* b = live_.find(data_offset);
   if (b == nullptr)
@@ -254,7 +254,7 @@ FreedBlock Arena::free(void* ptr) {
 }
 
 std::vector<GuardDamage> Arena::checkGuards() const {
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<SpinLock> g(mu_);
   std::vector<GuardDamage> out;
   HostAccess access;
   for (const Block* b = first_; b; b = b->next) {
@@ -266,17 +266,17 @@ std::vector<GuardDamage> Arena::checkGuards() const {
 }
 
 void Arena::setLimit(uint64_t bytes) {
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<SpinLock> g(mu_);
   limit_ = bytes < capacity_ ? bytes : capacity_;
 }
 
 uint64_t Arena::limit() const {
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<SpinLock> g(mu_);
   return limit_;
 }
 
 void Arena::releaseFreePages() {
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<SpinLock> g(mu_);
   const uint64_t page = 4096;
   for (const Block* b : free_) {
     uint64_t lo = (b->offset + page - 1) / page * page, hi = (b->offset + b->size) / page * page;
@@ -285,32 +285,32 @@ void Arena::releaseFreePages() {
 }
 
 void Arena::countRetry() {
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<SpinLock> g(mu_);
   stats_.num_alloc_retries++;
 }
 
 void Arena::countRequest() {
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<SpinLock> g(mu_);
   stats_.allocation_requests++;
 }
 
 void Arena::countOom() {
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<SpinLock> g(mu_);
   stats_.num_ooms++;
 }
 
 uint64_t Arena::bytesInUse() const {
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<SpinLock> g(mu_);
   return static_cast<uint64_t>(stats_.reserved_bytes.current);
 }
 
 uint64_t Arena::largestFreeBlock() const {
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<SpinLock> g(mu_);
   return free_.empty() ? 0 : (*free_.rbegin())->size;
 }
 
 ArenaStats Arena::stats() const {
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<SpinLock> g(mu_);
   ArenaStats s = stats_;
   s.num_segments = 1;
   s.num_free_blocks = static_cast<int64_t>(free_.size());
@@ -319,20 +319,20 @@ ArenaStats Arena::stats() const {
 }
 
 void Arena::resetPeak() {
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<SpinLock> g(mu_);
   stats_.allocated_bytes.resetPeak();
   stats_.reserved_bytes.resetPeak();
   stats_.active_bytes.resetPeak();
 }
 
 void Arena::resetAccumulated() {
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<SpinLock> g(mu_);
   for (Stat* s : {&stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes}) s->resetAccumulated();
   stats_.allocation_requests = stats_.num_tensor_frees = stats_.num_ooms = stats_.num_alloc_retries = 0;
 }
 
 std::vector<BlockInfo> Arena::blocks() const {
-  std::lock_guard<std::mutex> g(mu_);
+  std::lock_guard<SpinLock> g(mu_);
   std::vector<BlockInfo> out;
   for (const Block* b = first_; b; b = b->next)
     out.push_back(b->allocated ? BlockInfo{b->offset, b->size, b->requested, true, b->data}

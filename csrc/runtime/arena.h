@@ -10,6 +10,8 @@
 #include <set>
 #include <vector>
 
+#include "runtime/spin_lock.h"
+
 namespace neuron_sim::runtime {
 
 // A counter the way torch.cuda.memory_stats reports one.
@@ -139,7 +141,7 @@ class Arena {
 
   uintptr_t base_ = 0;
   uint64_t capacity_;
-  mutable std::mutex mu_;
+  mutable SpinLock mu_;  // taken twice per op (allocate, free): a spin lock, not a mutex
   Block* first_ = nullptr;  // the block at offset 0
   FreeSet free_;
   LiveIndex live_;

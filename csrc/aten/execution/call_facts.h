@@ -59,11 +59,11 @@ inline uint64_t dtypeBit(at::ScalarType s) {
 // needs only the device and the complex/64-bit facts).
 class FactWalk {
  public:
-  FactWalk(const OpEntry& e, bool native)
+  C10_ALWAYS_INLINE FactWalk(const OpEntry& e, bool native)
       : e_(e), native_(native), checked_(e.inputs.load(std::memory_order_relaxed) == InputCheck::kSelf ? 1 : INT_MAX),
         sig_(native ? signatureStart(e) : 0) {}
 
-  void tensor(const at::Tensor& t, int arg, int elem = -1) {
+  C10_ALWAYS_INLINE void tensor(const at::Tensor& t, int arg, int elem = -1) {
     if (!t.defined()) {
       if (native_) sig_ = signatureUndefined(sig_);
       return;
@@ -118,6 +118,7 @@ class FactWalk {
 
   // Typed arguments of the unboxed fast path.
   void add(const at::Tensor& t, int arg) { tensor(t, arg); }
+  void add(const std::optional<at::Tensor>& t, int arg) { t ? tensor(*t, arg) : none(); }  // as its IValue
   void add(const c10::Scalar& s, int arg) { scalar(s, arg); }
   void add(int64_t v, int arg) { integer(v, arg); }
   void add(bool b, int) { boolean(b); }

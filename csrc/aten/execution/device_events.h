@@ -40,6 +40,9 @@ class OpRecord {
   OpRecord(const OpEntry& e, int device, bool fallback, int64_t issue_ns = 0);
   ~OpRecord();  // a fallback's pending copies are dropped if finish() never ran (the op threw)
   void input(const at::Tensor& t);
+  void input(const std::optional<at::Tensor>& t) {
+    if (t) input(*t);
+  }
   template <class T>
   void input(const T&) {}  // an argument of the fast path's that is no tensor
   void inputs(c10::ArrayRef<c10::IValue> args);

@@ -19,7 +19,7 @@ DtypePolicy dtypePolicy();
 inline bool isWide(at::ScalarType s) { return s == at::kDouble || s == at::kLong; }
 // The dtype the device computes a wide one in, under the current policy.
 inline at::ScalarType computedDtype(at::ScalarType s) {
-  if (dtypePolicy() != DtypePolicy::kTrainium) return s;
+  if (!isWide(s) || dtypePolicy() != DtypePolicy::kTrainium) return s;  // the policy only for a wide one
   return s == at::kDouble ? at::kFloat : (s == at::kLong ? at::kInt : s);
 }
 

@@ -57,7 +57,7 @@ struct Aliased {
 
 c10::IValue aliasArg(const c10::IValue& v, c10::SmallVector<Aliased, 8>& aliased) {
   auto alias = [&](const at::Tensor& t) {
-    at::Tensor a = hostAlias(t);
+    at::Tensor a = pooledHostAlias(t);
     aliased.push_back({t, a, t.storage().data()});
     return a;
   };
@@ -149,6 +149,7 @@ void runNative(const c10::OperatorHandle& op, OpEntry& e, Stack* stack, const Ca
   const size_t nret = op.schema().returns().size();
   for (size_t i = stack->size() - nret; i < stack->size(); ++i)
     (*stack)[i] = resultToDevice((*stack)[i], aliased, device);
+  for (auto& a : aliased) recycleHostAlias(std::move(a.alias));  // results hold originals now, not aliases
   // Counted once the op succeeded: a call that raised neither ran nor compiled.
   if (!e.never.load(std::memory_order_relaxed)) e.executed.fetch_add(1, std::memory_order_relaxed);
   const bool compiled = noteCompiled(e, facts.signature, facts.device);

@@ -1,5 +1,5 @@
 // The unboxed path of the hottest native ops: elementwise arithmetic, the
-// matmuls, activations, reductions and softmax's backward - the bulk of a
+// matmuls and linear, activations, reductions and softmax's backward - the bulk of a
 // training step (softmax itself has a host kernel: the boxed path's). Each does what
 // runNative (execution.cpp) does - host aliases of the inputs, the CPU kernel
 // inside an ArenaScope, the output adopted as a neuron tensor, the op counted
@@ -34,6 +34,7 @@
 #include <ATen/ops/exp_ops.h>
 #include <ATen/ops/gelu_backward_ops.h>
 #include <ATen/ops/gelu_ops.h>
+#include <ATen/ops/linear_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/mm_ops.h>
 #include <ATen/ops/mul_ops.h>
@@ -115,33 +116,33 @@ struct Unboxed<Op, at::Tensor(Args...)> {
   }
 
   // The op on arena memory, or nullopt: the boxed path takes the call (and
-  // times and records it itself, so nothing here has counted it yet).
+  // times and records it itself, so nothing here has counted it yet). While
+  // nothing observes ops (no migration report, nothing recording device
+  // events) the call needs neither a timer nor a record, and this frame holds
+  // none; otherwise run observed.
   static std::optional<at::Tensor> run(OpEntry& e, const CallFacts& facts, Args... args) {
-    OpTimer timer(e);            // while a migration report measures: the op's wall time
+    if (C10_UNLIKELY(reportActive() || recordingEvents())) return runObserved(e, facts, args...);
     runtime::HostAccess access;  // NEURON_SIM_PROTECT: the kernel touches arena pages
+    at::Tensor out;
+    if (!kernel(e, facts, out, args...)) return std::nullopt;
+    e.executed.fetch_add(1, std::memory_order_relaxed);  // counted once the op succeeded, as in runNative
+    noteCompiled(e, facts.signature, facts.device);
+    return out;
+  }
+
+  static C10_NOINLINE std::optional<at::Tensor> runObserved(OpEntry& e, const CallFacts& facts, Args... args) {
+    OpTimer timer(e);            // while a migration report measures: the op's wall time
+    runtime::HostAccess access;
     std::optional<OpRecord> record;  // the op's device event, while anything records
     if (C10_UNLIKELY(recordingEvents()) && !inGraphLaunch()) {
       record.emplace(e, facts.device, false, timer.startNs());
       (record->input(args), ...);
     }
     at::Tensor out;
-    try {
-      // A tensor goes to the CPU kernel as its host alias (tensor_alias.h),
-      // what is no tensor as it is.
-      HostAliases hosts;
-      ArenaScope scope(facts.device);
-      out = Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), hosts.of(args)...);
-    } catch (const c10::NotImplementedError&) {
-      timer.cancel();
-      return std::nullopt;  // a dtype the CPU kernel lacks: the boxed path widens it (dtype_widening.h)
-    } catch (const c10::Error&) {
-      // The boxed path words this error: the fallback-disabled one, or the device's own check (precondition).
-      if (!fallbackOnlyForUnimplemented() && e.precondition == nullptr) throw;
+    if (!kernel(e, facts, out, args...)) {
       timer.cancel();
       return std::nullopt;
     }
-    out = adoptAsDevice(out, facts.device);
-    // Counted once the op succeeded, as in runNative.
     e.executed.fetch_add(1, std::memory_order_relaxed);
     const bool compiled = noteCompiled(e, facts.signature, facts.device);
     if (C10_UNLIKELY(record)) {
@@ -151,6 +152,26 @@ struct Unboxed<Op, at::Tensor(Args...)> {
       timer.endAt(record->endNs());
     }
     return out;
+  }
+
+  // The CPU kernel on the inputs' host aliases, its output adopted as a
+  // neuron tensor; false when the boxed path is to take the call instead.
+  static bool kernel(OpEntry& e, const CallFacts& facts, at::Tensor& out, Args... args) {
+    try {
+      // A tensor goes to the CPU kernel as its host alias (tensor_alias.h),
+      // what is no tensor as it is.
+      HostAliases hosts;
+      ArenaScope scope(facts.device);
+      out = Op::redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), hosts.of(args)...);
+    } catch (const c10::NotImplementedError&) {
+      return false;  // a dtype the CPU kernel lacks: the boxed path widens it (dtype_widening.h)
+    } catch (const c10::Error&) {
+      // The boxed path words this error: the fallback-disabled one, or the device's own check (precondition).
+      if (!fallbackOnlyForUnimplemented() && e.precondition == nullptr) throw;
+      return false;
+    }
+    out = adoptAsDevice(std::move(out), facts.device);
+    return true;
   }
 };
 
@@ -277,6 +298,7 @@ std::optional<torch::CppFunction> unboxedKernel(const std::string& name) {
   if (name == "aten::addmm") return kernel<ops::addmm>();
   if (name == "aten::mm.out") return outKernel<ops::mm_out, MmShape>();
   if (name == "aten::addmm.out") return outKernel<ops::addmm_out, AddmmShape>();
+  if (name == "aten::linear") return kernel<ops::linear>();  // kept whole, as the device runs it
   if (name == "aten::relu") return kernel<ops::relu>();
   if (name == "aten::threshold_backward") return kernel<ops::threshold_backward>();
   if (name == "aten::neg") return kernel<ops::neg>();

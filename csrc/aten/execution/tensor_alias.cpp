@@ -32,47 +32,109 @@ at::Tensor hostAlias(const at::Tensor& t) {
   return at::Tensor(std::move(impl));
 }
 
+// The aliases this thread's last fast-path call left, ready for the next;
+// busy while a call uses them.
+struct HostAliases::Kept {
+  at::Tensor alias[kSlots];
+  bool busy = false;
+};
+
 namespace {
-// The aliases this thread's last fast-path call left, ready for the next.
-thread_local at::Tensor t_kept[4];
+thread_local HostAliases::Kept t_kept;
 
 // Nobody but the holder refers to the alias or its storage: a kernel kept neither.
-bool unshared(const at::Tensor& a) {
-  return a.use_count() == 1 && a.weak_use_count() == 1 && a.storage().use_count() == 1;
+// (An alias's storage never throws on access: it is ours.)
+inline bool unshared(const at::Tensor& a) {
+  return a.use_count() == 1 && a.weak_use_count() == 1 &&
+         a.unsafeGetTensorImpl()->unsafe_storage().use_count() == 1;
 }
 
-// `alias` (unshared) re-pointed at `t`'s bytes, as hostAlias(t) would build it.
+// Equal sizes or strides: a loop over a few elements, cheaper than memcmp's call.
+inline bool sameInts(c10::IntArrayRef a, c10::IntArrayRef b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
+// `alias` (unshared) re-pointed at `t`'s bytes (`t` has a storage), as
+// hostAlias(t) would build it. Only what differs is rewritten: a slot often
+// sees the same tensor again (a weight, a loop's operand), and the same
+// geometry more often still (an elementwise chain), where setting sizes and
+// strides would recompute every contiguity flag to the values they have.
 void repoint(at::Tensor& alias, const at::Tensor& t) {
   c10::TensorImpl* impl = alias.unsafeGetTensorImpl();
-  c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
-  const c10::StorageImpl* src = t.storage().unsafeGetStorageImpl();
-  storage->set_data_ptr_noswap(c10::DataPtr(const_cast<void*>(src->data()), c10::Device(c10::kCPU)));
-  storage->set_nbytes(src->nbytes());
-  if (impl->dtype() != t.dtype()) impl->set_storage_and_dtype(impl->storage(), t.dtype());
-  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
-  if (impl->is_conj() != t.is_conj()) impl->_set_conj(t.is_conj());
-  if (impl->is_neg() != t.is_neg()) impl->_set_neg(t.is_neg());
+  const c10::TensorImpl* from = t.unsafeGetTensorImpl();
+  c10::StorageImpl* storage = impl->unsafe_storage().unsafeGetStorageImpl();
+  const c10::StorageImpl* src = from->unsafe_storage().unsafeGetStorageImpl();
+  void* data = const_cast<void*>(src->data());
+  if (storage->data() != data) storage->set_data_ptr_noswap(c10::DataPtr(data, c10::Device(c10::kCPU)));
+  if (storage->nbytes() != src->nbytes()) storage->set_nbytes(src->nbytes());
+  if (C10_UNLIKELY(impl->dtype() != from->dtype())) impl->set_storage_and_dtype(impl->storage(), from->dtype());
+  const c10::IntArrayRef sizes = from->sizes(), strides = from->strides();
+  const int64_t offset = from->storage_offset();
+  if (sameInts(impl->sizes(), sizes) && sameInts(impl->strides(), strides)) {
+    if (impl->storage_offset() != offset) impl->set_storage_offset(offset);
+  } else {
+    impl->set_sizes_and_strides(sizes, strides, offset);
+  }
+  if (C10_UNLIKELY(impl->is_conj() != from->is_conj())) impl->_set_conj(from->is_conj());
+  if (C10_UNLIKELY(impl->is_neg() != from->is_neg())) impl->_set_neg(from->is_neg());
 }
 }  // namespace
 
-const at::Tensor& HostAliases::of(const at::Tensor& t) {
-  if (!t.defined() || t.device().type() != kNeuron) return t;
-  if (used_ == kSlots) return extra_[extras_++] = hostAlias(t);
-  at::Tensor& slot = slots_[used_];
-  if (kept_ == nullptr) kept_ = t_kept;  // one TLS lookup per call
-  at::Tensor& kept = kept_[used_++];
-  if (kept.defined() && unshared(kept)) {
-    slot = std::move(kept);
-    repoint(slot, t);
-  } else {
-    slot = hostAlias(t);
+const at::Tensor& HostAliases::alias(const at::Tensor& t) {
+  if (!looked_) {
+    looked_ = true;
+    Kept& k = t_kept;  // one TLS lookup per call
+    if (!k.busy) {     // (busy: a kernel of this thread's running call reached the fast path again)
+      k.busy = true;
+      kept_ = &k;
+    }
   }
-  return slot;
+  // (A tensor without storage goes to hostAlias, whose storage() words the error.)
+  if (kept_ == nullptr || used_ == kSlots || C10_UNLIKELY(!t.unsafeGetTensorImpl()->unsafe_storage()))
+    return fresh_[fresh_count_++] = hostAlias(t);
+  // The kernel reads the kept alias where it is: a kept alias was unshared
+  // when its call ended, and nothing but this thread's slot has reached it since.
+  at::Tensor& a = kept_->alias[used_++];
+  if (a.defined()) repoint(a, t);
+  else a = hostAlias(t);
+  return a;
 }
 
 HostAliases::~HostAliases() {
+  for (int i = 0; i < optional_count_; ++i) optionals_[i].reset();  // their references are ours, not a kernel's
+  if (kept_ == nullptr) return;
   for (int i = 0; i < used_; ++i)
-    if (unshared(slots_[i])) kept_[i] = std::move(slots_[i]);
+    if (!unshared(kept_->alias[i])) kept_->alias[i].reset();  // a kernel kept it: the next call builds afresh
+  kept_->busy = false;
+}
+
+namespace {
+// Host aliases the boxed path's calls gave back on this thread, for its next.
+struct AliasPool {
+  static constexpr int kSize = 8;
+  at::Tensor free[kSize];
+  int count = 0;
+};
+thread_local AliasPool t_pool;
+}  // namespace
+
+at::Tensor pooledHostAlias(const at::Tensor& t) {
+  AliasPool& p = t_pool;
+  if (p.count == 0 || C10_UNLIKELY(!t.unsafeGetTensorImpl()->unsafe_storage())) return hostAlias(t);
+  at::Tensor a = std::move(p.free[--p.count]);
+  repoint(a, t);
+  return a;
+}
+
+void recycleHostAlias(at::Tensor&& alias) {
+  if (!alias.defined() || !unshared(alias)) return;  // a kernel or a result kept it
+  // (A kernel that gave the alias another storage, as set_() does, made it no longer ours.)
+  if (alias.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl()->allocator() != hostViewAllocator()) return;
+  AliasPool& p = t_pool;
+  if (p.count < AliasPool::kSize) p.free[p.count++] = std::move(alias);
 }
 
 at::Tensor viewOnDevice(const at::Tensor& storage_of, const at::Tensor& geometry) {
@@ -85,24 +147,45 @@ at::Tensor viewOnDevice(const at::Tensor& storage_of, const at::Tensor& geometry
   return at::Tensor(std::move(impl));
 }
 
-at::Tensor adoptAsDevice(const at::Tensor& host, int device) {
-  c10::StorageImpl* s = host.storage().unsafeGetStorageImpl();
-  c10::DataPtr& dp = s->mutable_data_ptr();
+namespace {
+// Whether `host`'s bytes are the arena's (of `device`, or labelled CPU) and
+// may be relabelled as device memory.
+bool arenaBytesFor(c10::StorageImpl* s, int device) {
+  const c10::DataPtr& dp = s->data_ptr();
   const bool arena_bytes = isArenaMemory(dp) || (dp.get() == nullptr && s->nbytes() == 0);
-  if (arena_bytes && (dp.get() == nullptr || dp.device().is_cpu() || dp.device().index() == device)) {
-    // The kernel allocated this output inside our arena: relabel the bytes as
-    // device memory (no copy) and give the storage the device allocator.
-    dp.unsafe_set_device(neuronDevice(device));
-    s->set_allocator(deviceAllocator());
-    c10::TensorImpl* own = host.unsafeGetTensorImpl();
-    if (host.use_count() == 1 && own->allow_tensor_metadata_change()) {
-      // Nobody but the caller's stack slot holds the kernel's output: turn it
-      // into the neuron tensor in place (its storage now reports the neuron
-      // device), saving a TensorImpl allocation on the per-op path.
-      own->set_storage_keep_dtype(host.storage());
-      own->_change_backend_component_keys(neuronDevice(device));
-      return host;
-    }
+  return arena_bytes && (dp.get() == nullptr || dp.device().is_cpu() || dp.device().index() == device);
+}
+
+// The kernel allocated this output inside our arena: relabel the bytes as
+// device memory (no copy) and give the storage the device allocator.
+void relabelStorage(c10::StorageImpl* s, int device) {
+  s->mutable_data_ptr().unsafe_set_device(neuronDevice(device));
+  s->set_allocator(deviceAllocator());
+}
+
+// When nobody but the caller holds the kernel's arena-backed output, turns it
+// into the neuron tensor in place (its storage now reports the neuron
+// device), saving a TensorImpl allocation on the per-op path.
+bool adoptInPlace(const at::Tensor& host, int device) {
+  c10::TensorImpl* own = host.unsafeGetTensorImpl();
+  c10::StorageImpl* s = own->unsafe_storage().unsafeGetStorageImpl();
+  if (s == nullptr || host.use_count() != 1 || !own->allow_tensor_metadata_change() || !arenaBytesFor(s, device))
+    return false;  // (no storage: the general path's storage() words the error)
+  relabelStorage(s, device);
+  // The storage is handed back to the impl it came from (which re-reads
+  // its device): moved out and in, so its reference count is not touched.
+  auto& held = const_cast<c10::Storage&>(own->unsafe_storage());
+  own->set_storage_keep_dtype(std::move(held));
+  own->_change_backend_component_keys(neuronDevice(device));
+  return true;
+}
+}  // namespace
+
+at::Tensor adoptAsDevice(const at::Tensor& host, int device) {
+  if (adoptInPlace(host, device)) return host;
+  c10::StorageImpl* s = host.storage().unsafeGetStorageImpl();
+  if (arenaBytesFor(s, device)) {
+    relabelStorage(s, device);
     auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(host.storage()),
                                                     c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                                     host.dtype());
@@ -115,6 +198,11 @@ at::Tensor adoptAsDevice(const at::Tensor& host, int device) {
                                      host.options().device(neuronDevice(device)));
   hostAlias(out).copy_(host);
   return out;
+}
+
+at::Tensor adoptAsDevice(at::Tensor&& host, int device) {
+  if (adoptInPlace(host, device)) return std::move(host);  // the caller's handle, not a copy of it
+  return adoptAsDevice(static_cast<const at::Tensor&>(host), device);
 }
 
 }  // namespace neuron_sim

@@ -25,10 +25,13 @@ void linearBackward(const c10::OperatorHandle&, Stack* stack) {
   const at::Tensor input = a[0].toTensor(), grad = a[1].toTensor(), weight = a[2].toTensor();
   const auto mask = a[3].toBoolList();
   at::Tensor gi, gw, gb;
-  if (mask.get(0)) gi = at::matmul(grad, weight);
+  // A 2-D call (the common one) goes to mm as it is: matmul and reshape would
+  // reach the same mm through views made and dropped on every call.
+  const bool flat = grad.dim() == 2 && input.dim() == 2;
+  if (mask.get(0)) gi = flat && weight.dim() == 2 ? grad.mm(weight) : at::matmul(grad, weight);
   if (mask.get(1) || mask.get(2)) {
-    const at::Tensor g2 = grad.reshape({-1, grad.size(-1)});
-    const at::Tensor x2 = input.reshape({-1, input.size(-1)});
+    const at::Tensor g2 = flat ? grad : grad.reshape({-1, grad.size(-1)});
+    const at::Tensor x2 = flat ? input : input.reshape({-1, input.size(-1)});
     // g^T x, the product CPU autograd computes for linear's decomposition
     // (addmm's mat2 gradient for a column-major weight.t(), then t()), so
     // the weight gradient rounds as on the CPU.
