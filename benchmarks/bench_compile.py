@@ -232,8 +232,8 @@ def breakdown(name, make_model, shape, repeats, inner):
     cols = ("forward", "loss", "zero_grad", "backward", "opt.step", "step", "step wall", "in graphs", "launch work")
     med = {k: [statistics.median(r[i] for r in v) for i in range(len(cols))] for k, v in per.items()}
     lines = [f"{name}: median us per step, CPU time except 'step wall' (load average {os.getloadavg()[0]:.1f})",
-             f"  {'':24s}" + "".join(f"{c:>12s}" for c in cols)]
-    lines += [f"  {k:24s}" + "".join(f"{m * 1e6:12.0f}" for m in ms) for k, ms in med.items()]
+             f"  {'':26s}" + "".join(f"{c:>12s}" for c in cols)]
+    lines += [f"  {k:26s}" + "".join(f"{m * 1e6:12.0f}" for m in ms) for k, ms in med.items()]
     step, graphs = cols.index("step"), cols.index("in graphs")
     lines.append("  inside the compiled graphs: " + ", ".join(
         f"{k} {med[k][graphs] / med[k][step]:.0%} of the step" for k in ("compiled neuron", "compiled cpu")))
