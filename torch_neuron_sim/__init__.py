@@ -43,7 +43,7 @@ _register()
 # device/, memory/, execution/, profiler/, report/, compile/, distributed/, testing/,
 # and torch_neuronx/ (the torch_neuronx API and torch.neuron). These are the public names.
 from . import memory, profiler  # noqa: E402
-from .device import random, stream_check, streams  # noqa: E402
+from .device import autograd_exit, random, stream_check, streams  # noqa: E402
 from .device.device import (  # noqa: E402
     current_device, device, device_count, get_device_properties, is_available, set_device, synchronize,
 )
@@ -61,6 +61,7 @@ from .execution.tracking import (  # noqa: E402
 
 tracking._install()
 random._install()
+autograd_exit._install()
 native_ops._load_default()
 
 # Trainium semantics and the migration report (docs/semantics.md, docs/migration-report.md)

@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 
+#include "aten/device/autograd_exit.h"
 #include "aten/device/guard.h"
 #include "aten/neuron.h"
 #include "bindings/bindings.h"
@@ -39,6 +40,9 @@ void registerDeviceBindings(py::module_& m) {
     runtime::markInitialized();
   });
   m.def("_in_bad_fork", [] { return runtime::inBadFork(); });
+  // At exit: no autograd device thread may still hold a backward (autograd_exit.cpp).
+  m.def("_drain_autograd_device_threads", &drainAutogradDeviceThreads, py::arg("timeout_ms"),
+        py::call_guard<py::gil_scoped_release>());
   m.def("_machine", [] { return machineDict(runtime::deviceTable()); });
   // The table the current environment would give a new process (the live
   // one is fixed at first use): lets tests check many profiles in one process.
