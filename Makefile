@@ -11,7 +11,7 @@ PIP    := $(VENV)/bin/pip
 STAMPS := .stamps
 # Building imports torch; our own backend must not autoload half-built.
 # ccache, where installed, makes rebuilds of unchanged files (other
-# worktrees, clean clones on the same machine) near-free; optional. The base is
+# checkouts, clean clones on the same machine) near-free; optional. The base is
 # the checkout, so the venv's torch headers are relative paths too (a hit in any clone).
 # The sloppiness lets ccache cache files compiled with the precompiled header (docs/building.md).
 CCACHE_DIR_PATH := $(wildcard /usr/lib/ccache)
@@ -21,8 +21,8 @@ BUILD_ENV := TORCH_DEVICE_BACKEND_AUTOLOAD=0 MAX_JOBS=2 $(if $(CCACHE_DIR_PATH),
 
 setup: ext $(STAMPS)/install
 
-# torch==2.13.0 is the CPU build on this machine's disk; any other version
-# would pull a multi-GB CUDA build. ninja makes extension rebuilds incremental.
+# torch==2.13.0: pip takes the CPU build where its configuration offers one (a
+# find-links directory or a CPU index); PyPI's default is the multi-GB CUDA build. ninja makes extension rebuilds incremental.
 $(STAMPS)/deps: pyproject.toml
 	@mkdir -p $(STAMPS)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

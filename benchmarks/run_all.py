@@ -46,7 +46,7 @@ TITLES = {
     "report": "Cost of an active migration report (`benchmarks/bench_report.py`; ratio: report on / off)",
     "report-page": "The migration report page in headless Chromium (`benchmarks/bench_report_page.py`; the "
                    "one-chart Bokeh page, opened in the same browser, is the floor of any page with Bokeh's "
-                   "JavaScript inlined on this machine)",
+                   "JavaScript inlined, in the same run)",
     "profiler": "Cost of torch.profiler, one MLP training step on neuron (`benchmarks/bench_profiler.py`; each "
                 "row names its two sides, *time* / *baseline*)",
     "compile": "torch.compile, one training step (`benchmarks/bench_compile.py`; CPU: Inductor on the CPU)",
