@@ -1,196 +1,27 @@
 #include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "distributed/point_to_point.h"
 
-#include <ATen/core/ivalue_inl.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/zeros.h>
 
-#include <atomic>
-#include <condition_variable>
-#include <functional>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <tuple>
 #include <vector>
 
-#include "distributed/carrier_threads.h"
-#include "distributed/collective_check.h"
 #include "distributed/collective_staging.h"
 #include "distributed/neuron_work.h"
+#include "distributed/point_to_point_work.h"
 
 namespace neuron_sim::distributed {
 namespace {
 
 using WorkPtr = c10::intrusive_ptr<c10d::Work>;
 
-// Header and ready message share one layout: a tensor's description and a number.
-constexpr int kRecordSlots = 16;
-// kIndex: in a header, the send's index among the sends to that peer on that
-// tag; in a ready message, the number of the slot the data receive waits on.
-enum Field : int { kIndex = 0, kKind, kBytes, kDtype, kNdim, kFirstDim };
-constexpr int kMaxDims = kRecordSlots - kFirstDim;
-enum Kind : int64_t { kHeader = 1, kReady = 2 };
+using namespace p2p;
 
 // Slots above the user tags: [kMaxTag, 2 kMaxTag) ready messages, [2^30, 2^31) data.
 int readySlot(int tag) { return PointToPoint::kMaxTag | tag; }
 int dataSlot(int64_t n) { return (1 << 30) | static_cast<int>(n % (1 << 30)); }
-
-at::Tensor record(const at::Tensor& t, int64_t index, int64_t kind) {
-  at::Tensor r = at::zeros({kRecordSlots}, at::kLong);
-  int64_t* p = r.data_ptr<int64_t>();
-  p[kIndex] = index;
-  p[kKind] = kind;
-  p[kBytes] = static_cast<int64_t>(bytesOf(t));
-  p[kDtype] = static_cast<int64_t>(t.scalar_type());
-  p[kNdim] = t.dim();
-  for (int64_t d = 0; d < std::min<int64_t>(t.dim(), kMaxDims); ++d) p[kFirstDim + d] = t.size(d);
-  return r;
-}
-
-int64_t field(const at::Tensor& rec, Field f) { return rec.data_ptr<int64_t>()[f]; }
-
-// "float32[4, 3] (48 bytes)", from a record.
-std::string describe(const at::Tensor& rec) {
-  const int64_t* p = rec.data_ptr<int64_t>();
-  std::ostringstream os;
-  os << dtypeName(static_cast<at::ScalarType>(p[kDtype])) << "[";
-  for (int64_t d = 0; d < p[kNdim]; ++d) os << (d ? ", " : "") << (d < kMaxDims ? std::to_string(p[kFirstDim + d]) : "...");
-  os << "] (" << p[kBytes] << " bytes)";
-  return os.str();
-}
-
-// A gloo failure as the user reads it: which operation, which peer and tag, and why.
-std::exception_ptr explain(const std::string& what, const std::string& missing, const std::string& gloo_message,
-                           std::chrono::milliseconds timeout) {
-  std::string msg = what + " failed: ";
-  const std::string& g = gloo_message;
-  if (g.find("imed out") != std::string::npos || g.find("imeout") != std::string::npos)
-    msg += missing + " within the group's timeout (" + std::to_string(timeout.count()) +
-           " ms): the peer is missing or stuck, or used another tag; ";
-  else if (g.find("losed") != std::string::npos || g.find("reset") != std::string::npos ||
-           g.find("Broken pipe") != std::string::npos)
-    msg += "the peer closed its connection (it exited or crashed); ";
-  msg += "gloo: " + g;
-  return std::make_exception_ptr(c10::DistBackendError(c10::SourceLocation{__func__, __FILE__, __LINE__}, msg));
-}
-
-// One operation's completion, shared by its Work and the thread carrying it.
-struct Completion {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  std::exception_ptr error;
-  int source = -1;
-  c10::intrusive_ptr<c10::ivalue::Future> future;
-  // The operation's waits on gloo, returning its error: run once, by whichever
-  // thread claims it first - the caller's wait() or the thread carrying it.
-  std::function<std::exception_ptr()> body;
-  std::atomic<bool> claimed{false};
-  std::atomic<bool> handed{false};     // to a carrier thread (once)
-  bool armed = false, kicked = false;  // a recv from a named rank: body set; wanted running (Matching::mu)
-  std::vector<at::Tensor> value;
-
-  void runUnlessClaimed() {
-    if (claimed.exchange(true)) return;
-    // The body (holding this Completion and the tensors) goes before the waiter
-    // wakes, not whenever this thread runs again: HBM accounting reads as it should.
-    std::exception_ptr e = std::move(body)();
-    body = nullptr;
-    {
-      std::lock_guard<std::mutex> g(mu);
-      done = true;
-      error = e;
-    }
-    cv.notify_all();
-    if (e)
-      future->setError(e);
-    else
-      future->markCompleted(c10::IValue(value));
-  }
-};
-
-// Hands `c` to a carrier thread, which runs it unless a wait() claimed it first: at
-// once for an operation with a message to post on the way (a send, a recv from any
-// rank); a recv from a named rank only when its Work is asked without a wait() or dropped.
-void carry(const std::shared_ptr<Completion>& c) {
-  if (c->handed.exchange(true)) return;
-  // Weakly: a claimed one's tensors (HBM accounting) must not wait for this thread.
-  runOnCarrierThread([w = std::weak_ptr<Completion>(c)] {
-    if (auto c = w.lock()) c->runUnlessClaimed();
-  });
-}
-
-class PointToPointWork : public c10d::Work {
- public:
-  PointToPointWork(std::shared_ptr<Completion> c, c10d::OpType type, std::vector<at::Tensor> tensors)
-      : Work(-1, type), c_(std::move(c)), tensors_(std::move(tensors)) {}
-  // Dropped before anyone waited: a thread completes the operation (staging copies, HBM, the future).
-  ~PointToPointWork() override { carryUnlessClaimed(); }
-
-  bool isCompleted() override { return asked([&] { return c_->done; }); }
-  bool isSuccess() const override { return asked([&] { return c_->done && !c_->error; }); }
-  std::exception_ptr exception() const override { return asked([&] { return c_->error; }); }
-  int sourceRank() const override { return asked([&] { return c_->source; }); }
-  std::vector<at::Tensor> result() override { return tensors_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
-    carryUnlessClaimed();
-    return c_->future;
-  }
-
-  // Every message of the operation is bounded by the group's timeout, so the
-  // thread always completes it; `timeout` only shortens the wait here.
-  bool wait(std::chrono::milliseconds timeout) override {
-    // The caller's own thread waits on gloo when it comes first: no thread
-    // wake-up between the message's arrival and the caller.
-    if (timeout == kNoTimeout)
-      c_->runUnlessClaimed();
-    else
-      carryUnlessClaimed();
-    std::unique_lock<std::mutex> lock(c_->mu);
-    auto ready = [&] { return c_->done; };
-    if (timeout == kNoTimeout)
-      c_->cv.wait(lock, ready);
-    else
-      TORCH_CHECK_WITH(DistBackendError, c_->cv.wait_for(lock, timeout, ready),
-                       "neuron point-to-point operation did not complete within wait()'s timeout of ",
-                       timeout.count(), " ms");
-    if (c_->error) std::rethrow_exception(c_->error);
-    return true;
-  }
-
- private:
-  // An operation nobody waits on yet, asked about without waiting: a carrier thread takes it.
-  void carryUnlessClaimed() const {
-    if (!c_->claimed.load()) carry(c_);
-  }
-  template <class F>
-  std::invoke_result_t<F> asked(F read) const {
-    carryUnlessClaimed();
-    std::lock_guard<std::mutex> g(c_->mu);
-    return read();
-  }
-
-  std::shared_ptr<Completion> c_;
-  std::vector<at::Tensor> tensors_;
-};
-
-std::shared_ptr<Completion> newCompletion(const at::Tensor& t) {
-  auto c = std::make_shared<Completion>();
-  c->future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
-                                                       std::vector<c10::Device>{t.device()});
-  c->value = {t};
-  return c;
-}
-
-std::exception_ptr sizesDiffer(const std::string& what, int sender, const at::Tensor& header, int receiver,
-                               const at::Tensor& ready) {
-  return std::make_exception_ptr(c10::ValueError(
-      c10::SourceLocation{__func__, __FILE__, __LINE__},
-      what + ": the message and the receive buffer differ in size: rank " + std::to_string(sender) + " sent " +
-          describe(header) + "; rank " + std::to_string(receiver) + " receives into " + describe(ready) +
-          ". A send and its matching recv need tensors of the same number of bytes"));
-}
 
 }  // namespace
 
@@ -244,10 +75,20 @@ struct PointToPoint::Matching {
 };
 
 PointToPoint::PointToPoint(c10::intrusive_ptr<c10d::Backend> gloo, int rank, int size,
-                           std::chrono::milliseconds timeout)
-    : gloo_(std::move(gloo)), rank_(rank), timeout_(timeout), matching_(std::make_shared<Matching>(size)) {}
+                           std::chrono::milliseconds timeout, std::shared_ptr<MatchTable> table,
+                           std::function<std::string(int)> liveness)
+    : gloo_(std::move(gloo)), rank_(rank), timeout_(timeout), matching_(std::make_shared<Matching>(size)),
+      table_(std::move(table)), order_(std::make_shared<PostingOrder>()), liveness_(std::move(liveness)) {}
 
 WorkPtr PointToPoint::send(const at::Tensor& t, int dst, int tag) {
+  return table_ ? sendMatched(t, dst, tag) : sendByMessages(t, dst, tag);
+}
+
+WorkPtr PointToPoint::recv(const at::Tensor& t, int src, int tag) {
+  return table_ ? recvMatched(t, src, tag) : recvByMessages(t, src, tag);
+}
+
+WorkPtr PointToPoint::sendByMessages(const at::Tensor& t, int dst, int tag) {
   Staging s;
   at::Tensor data = asBytes(readable(t, s));
   std::vector<at::Tensor> header, ready;
@@ -298,10 +139,10 @@ WorkPtr PointToPoint::send(const at::Tensor& t, int dst, int tag) {
     return err;
   };
   carry(c);
-  return c10::make_intrusive<PointToPointWork>(c, c10d::OpType::SEND, std::vector<at::Tensor>{t});
+  return newWork(c, c10d::OpType::SEND, t);
 }
 
-WorkPtr PointToPoint::recv(const at::Tensor& t, int src, int tag) {
+WorkPtr PointToPoint::recvByMessages(const at::Tensor& t, int src, int tag) {
   Staging s;
   at::Tensor target = asBytes(writable(t, s, /*copy_in=*/false));
   std::vector<at::Tensor> header{at::empty({kRecordSlots}, at::kLong)};
@@ -391,8 +232,7 @@ WorkPtr PointToPoint::recv(const at::Tensor& t, int src, int tag) {
     c->armed = true;
     if (c->kicked) carry(c);
   }
-  return c10::make_intrusive<PointToPointWork>(c, src >= 0 ? c10d::OpType::RECV : c10d::OpType::RECVANYSOURCE,
-                                               std::vector<at::Tensor>{t});
+  return newWork(c, src >= 0 ? c10d::OpType::RECV : c10d::OpType::RECVANYSOURCE, t);
 }
 
 void PointToPoint::setTimeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }

@@ -1,5 +1,12 @@
 // Point-to-point (send, recv, recv from any source) on gloo's own send/recv.
 //
+// Ranks on one machine match each operation with its peer's in shared memory
+// (match_table.h, shared_point_to_point.cpp): whichever side posts first
+// leaves its tensor's record and a data slot, the other finds them, and both
+// post their one gloo message (the data) at once, on the caller's thread; a
+// transfer is then one gloo message, as on CPU tensors. Ranks on several
+// machines exchange that information as gloo messages, as follows.
+//
 // gloo given a message larger than the receive buffer aborts the process from
 // its own thread, and a smaller one silently fills part of the buffer; and its
 // TCP transport holds a message back until the peer has posted its receive.
@@ -40,13 +47,24 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <string>
+
+#include "distributed/match_table.h"
 
 namespace neuron_sim::distributed {
+namespace p2p {
+struct PostingOrder;
+}
 
 class PointToPoint {
  public:
-  PointToPoint(c10::intrusive_ptr<c10d::Backend> gloo, int rank, int size, std::chrono::milliseconds timeout);
+  // `table`: the group's match table when every rank is on this machine
+  // (else nullptr: header and ready messages); `liveness(peer)` is "" while
+  // that peer's process may still come, else why it never will.
+  PointToPoint(c10::intrusive_ptr<c10d::Backend> gloo, int rank, int size, std::chrono::milliseconds timeout,
+               std::shared_ptr<MatchTable> table, std::function<std::string(int)> liveness);
 
   // `t` is a neuron tensor (checked by the caller). `src` -1: from any rank.
   c10::intrusive_ptr<c10d::Work> send(const at::Tensor& t, int dst, int tag);
@@ -60,10 +78,18 @@ class PointToPoint {
   struct Matching;  // message counts and headers, shared with the threads carrying the operations
 
  private:
+  c10::intrusive_ptr<c10d::Work> sendByMessages(const at::Tensor& t, int dst, int tag);
+  c10::intrusive_ptr<c10d::Work> recvByMessages(const at::Tensor& t, int src, int tag);
+  c10::intrusive_ptr<c10d::Work> sendMatched(const at::Tensor& t, int dst, int tag);
+  c10::intrusive_ptr<c10d::Work> recvMatched(const at::Tensor& t, int src, int tag);
+
   c10::intrusive_ptr<c10d::Backend> gloo_;
   int rank_;
   std::atomic<std::chrono::milliseconds> timeout_;
   std::shared_ptr<Matching> matching_;
+  std::shared_ptr<MatchTable> table_;
+  std::shared_ptr<p2p::PostingOrder> order_;
+  std::function<std::string(int)> liveness_;
 };
 
 }  // namespace neuron_sim::distributed

@@ -21,7 +21,9 @@ using WorkPtr = c10::intrusive_ptr<c10d::Work>;
 ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo, c10::intrusive_ptr<c10d::Store> store,
                                        int rank, int size, std::chrono::milliseconds timeout)
     : Backend(rank, size), gloo_(std::move(gloo)), exchange_(StoreExchange::create(store, rank, size, timeout)),
-      timeout_(timeout), p2p_(gloo_, rank, size, timeout) {
+      timeout_(timeout),
+      p2p_(gloo_, rank, size, timeout, exchange_ ? exchange_->matchTable() : nullptr,
+           exchange_ ? exchange_->liveness() : std::function<std::string(int)>([](int) { return std::string(); })) {
   TORCH_CHECK(gloo_, "ProcessGroupNeuron needs a gloo backend");
 }
 

@@ -79,6 +79,51 @@ std::vector<uint8_t> toBytes(const std::vector<int64_t>& v) {
   return b;
 }
 
+// "" while the process `identity[peer]` names may still come, else that it has exited.
+std::string exitedPeer(const std::vector<std::string>& identity, int peer) {
+  std::istringstream theirs(identity[peer]), ours(selfIdentity());
+  std::string boot, ns, start, my_boot, my_ns;
+  long pid = 0;
+  theirs >> boot >> ns >> pid >> start;
+  ours >> my_boot >> my_ns;
+  if (boot != my_boot || ns != my_ns || pid <= 0) return "";  // another machine or container: only the timeout tells
+  auto [state, now_start] = procState(pid);
+  if (state == '\0' || state == 'Z' || state == 'X' || now_start != start)
+    return "rank " + std::to_string(peer) + " (pid " + std::to_string(pid) + ") has exited";
+  return "";
+}
+
+// A shared-memory segment every rank of the group maps, or none: rank 0
+// creates it and names it under `key` ("" for none: not `local`, or shared
+// memory unavailable), each rank says whether it mapped it, and all use it
+// only if all did (a container may see another /dev/shm).
+template <class Segment>
+std::unique_ptr<Segment> shareSegment(c10d::Store& store, int rank, int size, const std::string& key, bool local,
+                                      const std::function<std::unique_ptr<Segment>(std::string*)>& create,
+                                      const std::function<std::unique_ptr<Segment>(const std::string&)>& open) {
+  std::unique_ptr<Segment> seg;
+  std::string name;
+  if (rank == 0) {
+    if (local) seg = create(&name);
+    store.set(key + "/name", name);
+  } else {
+    auto v = store.get(key + "/name");
+    name.assign(v.begin(), v.end());
+    if (!name.empty()) seg = open(name);
+  }
+  if (name.empty()) return nullptr;
+  auto ok_key = [&](int p) { return key + "/mapped/" + std::to_string(p); };
+  store.set(ok_key(rank), std::string(seg ? "1" : "0"));
+  bool all = seg != nullptr;
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    auto v = store.get(ok_key(p));
+    all = all && v.size() == 1 && v[0] == '1';
+  }
+  if (rank == 0 && seg) seg->unlink();  // every peer has tried to open it by now
+  return all ? std::move(seg) : nullptr;
+}
+
 }  // namespace
 
 std::unique_ptr<StoreExchange> StoreExchange::create(const c10::intrusive_ptr<c10d::Store>& store, int rank,
@@ -137,34 +182,21 @@ std::unique_ptr<LocalExchange> StoreExchange::connectLocal() {
     theirs >> boot >> ns;
     local = local && boot == my_boot && ns == my_ns;
   }
-  // Rank 0 names a segment ("" for none); each rank says whether it mapped
-  // it; all use it only if all did (a container may see another /dev/shm).
-  const std::string name_key = "neuron_agree/local/name";
-  std::unique_ptr<LocalExchange> ex;
-  std::string name;
-  if (rank_ == 0) {
-    // NEURON_SIM_AGREEMENT=store (read on rank 0, which decides for all):
-    // what ranks on several machines do, on one (tests cover that path so).
-    const char* forced = std::getenv("NEURON_SIM_AGREEMENT");
-    if (forced && std::string(forced) == "store") local = false;
-    if (local) ex = LocalExchange::create(size_, kSignatureSlots, &name);
-    store_->set(name_key, name);
-  } else {
-    auto v = store_->get(name_key);
-    name.assign(v.begin(), v.end());
-    if (!name.empty()) ex = LocalExchange::open(name, size_, kSignatureSlots);
-  }
-  if (name.empty()) return nullptr;
-  auto ok_key = [](int p) { return "neuron_agree/local/mapped/" + std::to_string(p); };
-  store_->set(ok_key(rank_), std::string(ex ? "1" : "0"));
-  bool all = ex != nullptr;
-  for (int p = 0; p < size_; ++p) {
-    if (p == rank_) continue;
-    auto v = store_->get(ok_key(p));
-    all = all && v.size() == 1 && v[0] == '1';
-  }
-  if (rank_ == 0 && ex) ex->unlink();  // every peer has tried to open it by now
-  return all ? std::move(ex) : nullptr;
+  // NEURON_SIM_AGREEMENT=store (read on rank 0, which decides for all):
+  // what ranks on several machines do, on one (tests cover that path so).
+  const char* forced = std::getenv("NEURON_SIM_AGREEMENT");
+  if (rank_ == 0 && forced && std::string(forced) == "store") local = false;
+  match_ = shareSegment<MatchTable>(
+      *store_, rank_, size_, "neuron_agree/match", local, [&](std::string* name) { return MatchTable::create(size_, name); },
+      [&](const std::string& name) { return MatchTable::open(name, size_); });
+  return shareSegment<LocalExchange>(
+      *store_, rank_, size_, "neuron_agree/local", local,
+      [&](std::string* name) { return LocalExchange::create(size_, kSignatureSlots, name); },
+      [&](const std::string& name) { return LocalExchange::open(name, size_, kSignatureSlots); });
+}
+
+std::function<std::string(int)> StoreExchange::liveness() const {
+  return [identity = identity_](int peer) { return exitedPeer(identity, peer); };
 }
 
 void StoreExchange::watch() {
@@ -197,16 +229,7 @@ std::string StoreExchange::gone(int peer) {
     auto v = probe_->get(identityKey(peer));
     identity_[peer].assign(v.begin(), v.end());
   }
-  std::istringstream theirs(identity_[peer]), ours(selfIdentity());
-  std::string boot, ns, start, my_boot, my_ns;
-  long pid = 0;
-  theirs >> boot >> ns >> pid >> start;
-  ours >> my_boot >> my_ns;
-  if (boot != my_boot || ns != my_ns || pid <= 0) return "";  // another machine or container: only the timeout tells
-  auto [state, now_start] = procState(pid);
-  if (state == '\0' || state == 'Z' || state == 'X' || now_start != start)
-    return "rank " + std::to_string(peer) + " (pid " + std::to_string(pid) + ") has exited";
-  return "";
+  return exitedPeer(identity_, peer);
 }
 
 std::vector<uint8_t> StoreExchange::read(int peer, int64_t seq) {

@@ -14,11 +14,13 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "distributed/local_exchange.h"
+#include "distributed/match_table.h"
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -45,14 +47,21 @@ class StoreExchange {
   // What carries the records, for error messages: "shared memory" or "store".
   const char* transport() const { return local_ ? "shared memory" : "store"; }
 
+  // Where point-to-point operations are matched when every rank is on this
+  // machine (set up with the shared-memory exchange), else nullptr.
+  std::shared_ptr<MatchTable> matchTable() const { return match_; }
+  // "" while a peer may still come, else why it never will (its process has exited).
+  std::function<std::string(int)> liveness() const;
+
   ~StoreExchange();
 
  private:
   StoreExchange(c10::intrusive_ptr<c10d::Store> store, int rank, int size, std::chrono::milliseconds timeout);
   std::vector<uint8_t> read(int peer, int64_t seq);
   // The shared-memory exchange when every rank of the group is on this
-  // machine and could map rank 0's segment, else nullptr. Collective: every
-  // rank of the group calls it from its constructor.
+  // machine and could map rank 0's segment, else nullptr; the match table
+  // likewise (match_). Collective: every rank of the group calls it from its
+  // constructor.
   std::unique_ptr<LocalExchange> connectLocal();
   // A store wait cannot be interrupted and sees nothing of a crashed peer (a
   // dead gloo peer shows as a closed connection). So a watcher checks, once
@@ -67,6 +76,7 @@ class StoreExchange {
   int size_;
   std::chrono::milliseconds timeout_;
   std::unique_ptr<LocalExchange> local_;
+  std::shared_ptr<MatchTable> match_;
   int64_t seq_ = 0;  // collectives agreed so far; records carry it to catch ranks out of step
   std::mutex mutex_;
 

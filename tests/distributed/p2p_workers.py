@@ -85,6 +85,20 @@ def point_to_point(rank: int, ws: int) -> dict:
                            x.cpu().tolist() == [x[0].item()] * 4 and y.cpu().tolist() == [y[0].item()] * 4))
         out["mixed_sources"] = rounds
 
+    # more sends in flight than the match table holds per pair of ranks (32): the ones that
+    # wait for room still reach the receives in the order they were posted
+    if rank == 0:
+        works = [dist.isend(torch.full((2,), float(v), device=dev), dst=1, tag=12) for v in range(40)]
+        for w in works:
+            w.wait()
+    else:
+        time.sleep(0.3)  # the sends first
+        got = [torch.empty(2, device=dev) for _ in range(40)]
+        works = [dist.irecv(g, src=0, tag=12) for g in got]
+        for w in works:
+            w.wait()
+        out["in_order"] = [g[0].item() for g in got]
+
     # batch_isend_irecv: both ranks send and receive at once (a ring of 2)
     mine = torch.full((5,), float(rank + 1), device=dev)
     theirs = torch.empty(5, device=dev)

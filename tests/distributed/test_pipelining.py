@@ -11,9 +11,11 @@ from dist_harness import run_ranks
 SCHEDULES = ["pipeline() + GPipe", "GPipe", "1F1B", "Interleaved1F1B", "InterleavedZeroBubble"]
 
 
-@pytest.fixture(scope="module")
-def results():
-    return run_ranks("pipelines", 2, module="pipeline_workers.py", deadline=240)
+# Sends matched with receives in shared memory (ranks on one machine), or by gloo messages.
+@pytest.fixture(scope="module", params=["shared memory", "messages"])
+def results(request):
+    env = {"NEURON_SIM_AGREEMENT": "store"} if request.param == "messages" else {}
+    return run_ranks("pipelines", 2, module="pipeline_workers.py", deadline=240, env=env)
 
 
 @pytest.mark.parametrize("schedule", SCHEDULES)

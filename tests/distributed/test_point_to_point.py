@@ -1,16 +1,23 @@
 """Point-to-point on the neuron backend: send, recv, isend, irecv, recv from
 any rank and batch_isend_irecv, over gloo's send/recv on views of the device
 memory; every device dtype, tags, non-contiguous tensors; recorded like the
-collectives; sizes that differ and a peer that never posts are errors."""
+collectives; sizes that differ and a peer that never posts are errors. Each
+runs twice: matched in shared memory (ranks on one machine) and with header
+and ready messages over gloo (ranks on several machines, forced by
+NEURON_SIM_AGREEMENT=store)."""
 
 import pytest
 
 from dist_harness import run_ranks
 
 
-@pytest.fixture(scope="module")
-def results():
-    return run_ranks("point_to_point", 2, module="p2p_workers.py", deadline=240)
+# How the ranks match sends with receives: the shared-memory table, or gloo messages.
+TRANSPORTS = {"shared memory": {}, "messages": {"NEURON_SIM_AGREEMENT": "store"}}
+
+
+@pytest.fixture(scope="module", params=list(TRANSPORTS))
+def results(request):
+    return run_ranks("point_to_point", 2, module="p2p_workers.py", deadline=240, env=TRANSPORTS[request.param])
 
 
 def test_messages_arrive_intact(results):
@@ -19,6 +26,7 @@ def test_messages_arrive_intact(results):
     assert results[0]["any_source"] == (1, [7.0, 7.0, 7.0])
     assert [r["batch"] for r in results] == [[2.0] * 5, [1.0] * 5]
     assert results[1]["mixed_sources"] == [(0, [2.0 * i, 2.0 * i + 1], True) for i in range(8)]
+    assert results[1]["in_order"] == [float(v) for v in range(40)]
 
 
 def test_contiguous_tensors_travel_in_place_and_staging_counts_in_hbm(results):
@@ -42,9 +50,9 @@ def test_recorded_like_collectives(results):
         assert r["events"] == [("recv", rank, 32), ("send", rank, 32)], r["events"]
 
 
-@pytest.fixture(scope="module")
-def faults():
-    return run_ranks("p2p_faults", 2, module="p2p_workers.py", pg_timeout=2)
+@pytest.fixture(scope="module", params=list(TRANSPORTS))
+def faults(request):
+    return run_ranks("p2p_faults", 2, module="p2p_workers.py", pg_timeout=2, env=TRANSPORTS[request.param])
 
 
 def test_sizes_that_differ_fail_both_ranks_naming_both(faults):
