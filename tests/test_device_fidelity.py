@@ -1095,3 +1095,19 @@ def test_in_place_add_into_non_contiguous_tensors():
         torch_neuron_sim.tracking.set_fallback_only_for_unimplemented(False)
     assert out.cpu().eq(0).all()
     torch.add(a, 1, out=out[:, :3].contiguous())  # the process goes on
+
+
+@pytest.mark.parametrize("call", [
+    lambda a, out: torch.mul(a, a, out=out),            # native
+    lambda a, out: torch.mm(a, a.t()[:, :3], out=out),   # native, with a fast path for its out=
+    lambda a, out: torch.maximum(a, a, out=out),        # a fallback op
+    lambda a, out: torch.deg2rad(a.t(), out=out.t()),   # a composite, through mul.out
+])
+def test_other_out_ops_write_through_non_contiguous_tensors(call):
+    # add.out's refusal is the device's for that op only (device_checks.cpp): the others
+    # write through strides as on the CPU, as PyTorch's composites rely on.
+    ac = torch.randn(4, 3)
+    outc, out = torch.zeros(4, 4), torch.zeros(4, 4, device=D)
+    call(ac, outc[:, :3])
+    call(ac.to(D), out[:, :3])
+    assert torch.equal(out.cpu(), outc)

@@ -124,3 +124,14 @@ def test_factories_with_a_64bit_dtype_compute_in_32_bits():
     assert r.dtype == torch.float64
     assert torch.equal(r.cpu(), torch.full((3,), 0.1, dtype=torch.float32).double())
     assert torch.full((2,), 2**32 + 7, dtype=torch.int64, device=N).tolist() == [7, 7]
+
+
+def test_compiled_graph_inputs_wrap_the_dtypes_the_launch_check_names():
+    # one list for the C++ launch check and the Python wrap (dtype_policy.h)
+    from torch_neuron_sim.compile import executors
+    from torch_neuron_sim.execution import dtype_policy
+
+    assert dtype_policy.WIDE_INT == (torch.int64, torch.uint64)
+    assert executors.WIDE_INT is dtype_policy.WIDE_INT
+    f = torch.compile(lambda x: x + 1, backend="neuron")
+    assert f(torch.tensor([2**32 + 7, 5], device=N)).cpu().tolist() == [8, 6]  # held as int32 on the device

@@ -4,6 +4,8 @@ back. Where the device is not known to compute an op in a dtype (gelu on
 int32: every PyTorch kernel refuses it), the CPU's error stands
 (docs/dtype-widening.md)."""
 
+import gc
+
 import pytest
 import torch
 
@@ -95,6 +97,20 @@ def test_float_math_on_integers_fails_as_on_the_cpu(name, tracked):
     assert dtype_policy.widened_counts() == {}
     # the process stays usable, and the op still computes in its own dtypes
     assert torch.allclose(fn(x.float().to(N)).cpu(), fn(x.float()), atol=1e-6)
+    # Each ExceptionInfo's traceback holds this frame, which holds the ExceptionInfo: a
+    # cycle that would keep the device copy of x (in fn's frame) until the next collection.
+    del cpu, dev
+
+
+def test_a_refused_op_leaves_no_device_memory():
+    # the refusal path (CPU error, dtype decision recorded) keeps no reference to its inputs
+    gc.collect()
+    start = torch.neuron.memory_allocated()
+    x = torch.arange(8, dtype=torch.int32).to(N)
+    with pytest.raises(NotImplementedError):
+        torch.nn.functional.gelu(x)
+    del x
+    assert torch.neuron.memory_allocated() == start
 
 
 def test_the_refusals_are_recorded_per_native_op():

@@ -1,6 +1,7 @@
 """Streams and events on neuron: torch.neuron.*, torch.Stream/torch.Event and
 torch.accelerator agree on the current stream; ordering, cross-stream waits,
 queries and timing behave as on cuda."""
+import gc
 import os
 import subprocess
 import sys
@@ -177,6 +178,7 @@ def test_record_stream_frees_when_the_tensor_dies():
     # Kernels complete at launch, so no stream still uses the block when the
     # tensor dies: the memory returns at once (cuda would wait for the stream).
     s = N.Stream()
+    gc.collect()  # earlier tests' cyclic garbage must not be freed between the two readings
     before = N.memory_allocated()
     x = torch.empty(1 << 20, device="neuron")
     with N.stream(s):

@@ -81,8 +81,7 @@ bool inputsOnDevice(const py::list& args, int device) {
     const at::Tensor& t = THPVariable_Unpack(h.ptr());
     const c10::Device d = t.device();
     if (d.type() != c10::DeviceType::PrivateUse1 || d.index() != device) return false;
-    const at::ScalarType st = t.scalar_type();
-    if (st == at::kLong || st == at::kUInt64) return false;
+    if (isWideInt(t.scalar_type())) return false;
   }
   return true;
 }
@@ -236,6 +235,7 @@ void registerExecutionBindings(py::module_& m) {
     else throw py::value_error("dtype policy must be 'trainium' or 'exact', got '" + p + "'");
   });
   m.def("_dtype_policy", [] { return dtypePolicy() == DtypePolicy::kExact ? "exact" : "trainium"; });
+  m.def("_wide_int_dtypes", [] { return std::vector<at::ScalarType>(std::begin(kWideIntDtypes), std::end(kWideIntDtypes)); });
   m.def("_host_casts64", &hostCasts64);
   m.def("_clear_host_casts64", &clearHostCasts64);
 

@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from .. import _C
+from ..execution.dtype_policy import WIDE_INT
 from . import retarget
 
 _TRUE = ("1", "true", "yes", "on")
@@ -142,7 +143,7 @@ class Launch:
             else:
                 on_device = True
             y = retarget.input_on_device(x, device)
-            if y.dtype in retarget.WIDE_INT:  # int64 holds int32 values on the device
+            if y.dtype in WIDE_INT:  # int64 holds int32 values on the device
                 y = y.to(torch.int32).to(y.dtype)
             if y is not x:
                 subst[i] = (x, y)

@@ -19,7 +19,6 @@ import torch
 import torch.fx
 
 NARROW = {torch.float64: torch.float32}
-WIDE_INT = (torch.int64, torch.uint64) if hasattr(torch, "uint64") else (torch.int64,)
 
 
 def _is_cpu(d: Any) -> bool:

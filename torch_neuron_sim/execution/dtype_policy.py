@@ -7,10 +7,15 @@ from __future__ import annotations
 
 import os
 
+import torch
+
 from .. import _C
 from . import tracking
 
 POLICIES = ("trainium", "exact")
+# The 64-bit integer dtypes a compiled graph's inputs hold as int32 values on
+# the device: the list the C++ launch check uses (dtype_policy.h), read once.
+WIDE_INT: tuple[torch.dtype, ...] = tuple(_C._wide_int_dtypes())
 
 
 def set_dtype_policy(policy: str) -> None:

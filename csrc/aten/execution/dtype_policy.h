@@ -17,6 +17,15 @@ DtypePolicy dtypePolicy();
 
 // The dtypes the rule is about: the device has no 64-bit arithmetic for them.
 inline bool isWide(at::ScalarType s) { return s == at::kDouble || s == at::kLong; }
+// The 64-bit integer dtypes a compiled graph's inputs hold as int32 values on the
+// device (wrapped through int32 at launch). The one list: the launch check reads
+// it here, Python (execution/dtype_policy.py) through _C._wide_int_dtypes().
+inline constexpr at::ScalarType kWideIntDtypes[] = {at::kLong, at::kUInt64};
+inline bool isWideInt(at::ScalarType s) {
+  for (const at::ScalarType w : kWideIntDtypes)
+    if (s == w) return true;
+  return false;
+}
 // The dtype the device computes a wide one in, under the current policy.
 inline at::ScalarType computedDtype(at::ScalarType s) {
   if (!isWide(s) || dtypePolicy() != DtypePolicy::kTrainium) return s;  // the policy only for a wide one

@@ -138,6 +138,12 @@ void indexBounds(const c10::OperatorHandle& op, const Stack& s) {
 // add.out(self, other, *, alpha, out): the device's kernels write contiguous
 // outputs only, so its kernel fails on a non-contiguous out= tensor, and the
 // CPU fallback that follows cannot write its result into one either.
+// The refusal is add.out's alone, as observed on the device: other out= ops
+// write through the tensor's strides as on the CPU. PyTorch's own composites
+// pass such tensors (deg2rad of a transposed tensor calls mul.out into
+// empty_like(self), fft.ihfftn's backward, in-place ops reaching their out=
+// variant with out=self), so refusing them for every op, native or fallback,
+// would fail programs the device runs.
 void addOut(const c10::OperatorHandle& op, const Stack& s) {
   const at::Tensor& out = arg(op, s, 3).toTensor();
   if (out.is_contiguous()) return;
