@@ -55,28 +55,6 @@ def test_matmul_bf16_in_fp32_accumulation(k, m, n):
                   lhsT, rhs, rtol=1e-5, atol=1e-4)
 
 
-def test_matmul_runs_bf16_products_on_the_cpus_bf16_units(monkeypatch):
-    # bf16 operands: the fp32 matmul may take the CPU's bf16 units (exact bf16 products,
-    # fp32 sums), only for its own duration; fp32 operands keep the fp32 GEMM.
-    setting = torch.backends.mkldnn.matmul
-    seen = []
-    real_mm = torch.mm
-
-    def recording_mm(*args, **kwargs):
-        seen.append(setting.fp32_precision)
-        return real_mm(*args, **kwargs)
-
-    before = setting.fp32_precision
-    monkeypatch.setattr(torch, "mm", recording_mm)
-    for dtype, expected in ((torch.bfloat16, "bf16"), (torch.float32, before)):
-        lhsT, rhs = torch.randn(64, 96).to(dtype), torch.randn(64, 200).to(dtype)
-        seen.clear()
-        out = wrap_nki(mm.matmul_kernel)(lhsT.to("neuron"), rhs.to("neuron")).cpu()
-        torch.testing.assert_close(out, lhsT.float().T @ rhs.float(), rtol=1e-5, atol=1e-4)
-        assert seen and set(seen) == {expected}
-        assert setting.fp32_precision == before
-
-
 @few(4)
 @given(r=st.integers(1, 300), c=st.integers(1, 600))
 def test_softmax(r, c):

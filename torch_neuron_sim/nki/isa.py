@@ -180,11 +180,10 @@ def nc_matmul(dst: NkiTensor, stationary: Any = None, moving: Any = None, accumu
     out = _matrix_view(dst.t, m_size, n_size) if dst.t.dtype == torch.float32 else None
     if out is not None and accumulate is not None:
         # fp32 PSUM seen as an M x N matrix: one matmul writes or adds into it, no temporary.
-        with _bf16_products(stationary.dtype is torch.bfloat16 and moving.dtype is torch.bfloat16):
-            if accumulate:
-                out.addmm_(s.t(), m)
-            else:
-                torch.mm(s.t(), m, out=out)
+        if accumulate:
+            out.addmm_(s.t(), m)
+        else:
+            torch.mm(s.t(), m, out=out)
     else:
         product = (s.t() @ m).reshape(dst.shape)
         if accumulate is None:
@@ -195,31 +194,6 @@ def nc_matmul(dst: NkiTensor, stationary: Any = None, moving: Any = None, accumu
     mark(dst, True)
     launch.count("tensor", n_size)
     launch.work.flops[_math_class(stationary.dtype, moving.dtype)] += 2.0 * k * m_size * n_size
-
-
-class _bf16_products:
-    """While active (both operands bf16), fp32 matmuls may run on the CPU's bf16
-    units (oneDNN), which multiply bf16 values exactly and accumulate in fp32:
-    TensorE's numerics, as the fp32 GEMM gives them (values that came from bf16
-    lose nothing in the conversion back), at about twice its speed where the
-    CPU has such units, and the same fp32 GEMM where it has none. Sums may
-    round in another order (a last-bit difference), as between GEMM libraries.
-    The setting is the process's, so it is held only around the one matmul."""
-
-    __slots__ = ("on", "was")
-    _setting = torch.backends.mkldnn.matmul
-
-    def __init__(self, on: bool):
-        self.on = on
-
-    def __enter__(self) -> None:
-        if self.on:
-            self.was = self._setting.fp32_precision
-            self._setting.fp32_precision = "bf16"
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.on:
-            self._setting.fp32_precision = self.was
 
 
 def _operand_matrix(t: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
