@@ -111,6 +111,7 @@ def point_to_point(rank: int, ws: int) -> dict:
     # a non-contiguous one is staged on the device while the message is in flight
     torch.neuron.synchronize()
     big = torch.ones(64, 128, device=dev)
+    time.sleep(0.2)  # an earlier send's tensor goes as the thread that carried it ends: before the baseline
     base = torch.neuron.memory_allocated()
     torch.neuron.reset_peak_memory_stats()
     if rank == 0:
