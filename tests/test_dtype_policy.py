@@ -102,6 +102,11 @@ def test_exact_policy_turns_it_off():
         assert torch.equal((a.to("neuron") @ a.to("neuron")).cpu(), a @ a)
         assert (torch.tensor([2**31 - 1], device="neuron") + 1).item() == 2**31
         assert torch_neuron_sim.dtype_policy.downcast_counts() == {}
+        # compiled graphs too: float64 stays float64, int64 is not wrapped through int32
+        f = torch.compile(lambda x, y: x @ y + 1e-9, backend="neuron")
+        torch.testing.assert_close(f(a.to("neuron"), a.to("neuron")).cpu(), a @ a + 1e-9, rtol=1e-12, atol=1e-12)
+        g = torch.compile(lambda t: t + 1, backend="neuron")
+        assert g(torch.tensor([2**31 - 1, 2**40], device="neuron")).cpu().tolist() == [2**31, 2**40 + 1]
         print("ok")
     """, env={"NEURON_SIM_DTYPE_POLICY": "exact"})
     assert r.returncode == 0, r.stderr

@@ -79,9 +79,10 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str
     t0 = time.perf_counter()
     if flex_attention.needed(gm):  # FlexAttention's higher-order ops as ATen ops
         gm = flex_attention.legalize(gm)
-    if retarget.needed(gm, example_inputs, device):
-        gm = retarget.rewrite(gm, example_inputs, device)
-        example_inputs = [retarget.input_on_device(x, device) for x in example_inputs]
+    narrow = retarget.narrowing()  # the 64-bit rule as it stands now: the graph keeps it
+    if retarget.needed(gm, example_inputs, device, narrow):
+        gm = retarget.rewrite(gm, example_inputs, device, narrow)
+        example_inputs = [retarget.input_on_device(x, device, narrow) for x in example_inputs]
     t1 = time.perf_counter()
     dynamo_metrics.record_phase(record, "torch_neuronx_fx_passes", t1 - t0)
 
@@ -129,7 +130,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str
     # A compiled unit's launches are device events costed from its kernels; a
     # graph that failed to compile runs op by op (each op its own event).
     work = None if bad else profiler.register_graph(name, gm)
-    return executors.Launch(fn, device, executors.mutated_inputs(gm), record.note_launch, unit=not bad, work=work)
+    return executors.Launch(fn, device, executors.mutated_inputs(gm), record.note_launch, unit=not bad, work=work,
+                            narrow=narrow)
 
 
 def _lookup_or_compile(key: str, payload: bytes) -> str:

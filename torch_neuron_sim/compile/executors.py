@@ -90,7 +90,7 @@ class Launch:
     _boxed_call = True
 
     def __init__(self, fn: Callable, device: torch.device, mutated: list[int], on_launch: Callable[[], None],
-                 unit: bool = True, work: Optional[int] = None):
+                 unit: bool = True, work: Optional[int] = None, narrow: Optional[dict] = None):
         self._boxed_call = True  # an instance attribute: Dynamo's disable() wrapper copies __dict__
         self.fn = fn
         self.unit = unit  # a compiled unit: its ops note no eager compilations (not so a fallback graph)
@@ -99,6 +99,9 @@ class Launch:
         self.on_launch = on_launch
         self.index = device.index if device.index is not None else 0
         self.work = -1 if work is None else work  # the graph's kernels on the device timeline (profiler.register_graph)
+        # the 64-bit rule the graph was compiled under (none under the exact policy)
+        self.narrow = retarget.NARROW if narrow is None else narrow
+        self.wide_int = WIDE_INT if self.narrow else ()
 
     def __call__(self, args: list) -> Any:
         # Common case first: every tensor input already on the graph's device
@@ -142,8 +145,8 @@ class Launch:
                                    f"{device}")
             else:
                 on_device = True
-            y = retarget.input_on_device(x, device)
-            if y.dtype in WIDE_INT:  # int64 holds int32 values on the device
+            y = retarget.input_on_device(x, device, self.narrow)
+            if y.dtype in self.wide_int:  # int64 holds int32 values on the device
                 y = y.to(torch.int32).to(y.dtype)
             if y is not x:
                 subst[i] = (x, y)
