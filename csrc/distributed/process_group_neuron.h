@@ -8,7 +8,8 @@
 // real backend lacks, raises an error that says so. Before each collective
 // the ranks compare what they are about to do (collective_check.h), through
 // shared memory or the group's store (store_exchange.h), so mismatches are
-// errors, never an abort or a hang. Point-to-point runs on gloo's send/recv
+// errors, never an abort or a hang; an async all_reduce whose peers are not
+// there yet is agreed on and launched by the group's worker (collective_queue.h). Point-to-point runs on gloo's send/recv
 // with the sizes checked before the data leaves (point_to_point.h).
 //
 // The members are defined by job: this file's .cpp (construction, the
