@@ -1,6 +1,8 @@
 #include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "distributed/collective_queue.h"
 
+#include <pthread.h>
+
 namespace neuron_sim::distributed {
 namespace {
 thread_local bool t_queue_worker = false;
@@ -22,6 +24,7 @@ void CollectiveQueue::post(std::function<void()> item) {
 
 void CollectiveQueue::serve() {
   t_queue_worker = true;
+  pthread_setname_np(pthread_self(), "neuron_agree");  // else it bears its creator's name (an autograd thread's)
   std::unique_lock<std::mutex> l(mu_);
   for (;;) {
     cv_.wait(l, [this] { return stop_ || !items_.empty(); });
