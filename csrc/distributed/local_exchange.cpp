@@ -189,9 +189,7 @@ void LocalExchange::await(int peer, int64_t seq, std::chrono::milliseconds timeo
   }
 }
 
-std::vector<int64_t> LocalExchange::exchange(int rank, int64_t seq, const std::vector<int64_t>& mine,
-                                             std::chrono::milliseconds timeout,
-                                             const std::function<std::string(int)>& gone) {
+void LocalExchange::publish(int rank, int64_t seq, const std::vector<int64_t>& mine) {
   if (mine.size() != record_slots_) throw std::invalid_argument("agreement record of unexpected size");
   Slot* own = slot(rank);
   int64_t* out = record(rank, seq);
@@ -200,18 +198,38 @@ std::vector<int64_t> LocalExchange::exchange(int rank, int64_t seq, const std::v
   own->published.store(seq, std::memory_order_release);
   own->generation.fetch_add(1);
   if (own->waiters.load() > 0) futexWakeAll(&own->generation);  // no system call when no peer sleeps
+}
 
+void LocalExchange::copyIn(int peer, int64_t seq, std::vector<int64_t>& all) const {
+  const int64_t* in = record(peer, seq);
+  if (in[0] != seq)
+    throw std::runtime_error("the ranks are out of step: rank " + std::to_string(peer) + " is at its collective #" +
+                             std::to_string(in[0]) + ", this rank at #" + std::to_string(seq) +
+                             " (an earlier collective failed on some ranks only; the group cannot be used after that)");
+  std::memcpy(all.data() + record_slots_ * peer, in + 1, record_slots_ * sizeof(int64_t));
+}
+
+bool LocalExchange::tryExchange(int rank, int64_t seq, const std::vector<int64_t>& mine, std::vector<int64_t>* all) {
+  publish(rank, seq, mine);
+  for (int p = 0; p < size_; ++p)
+    if (p != rank && slot(p)->published.load(std::memory_order_acquire) < seq) return false;
+  all->assign(record_slots_ * size_, 0);
+  std::memcpy(all->data() + record_slots_ * rank, mine.data(), record_slots_ * sizeof(int64_t));
+  for (int p = 0; p < size_; ++p)
+    if (p != rank) copyIn(p, seq, *all);
+  return true;
+}
+
+std::vector<int64_t> LocalExchange::exchange(int rank, int64_t seq, const std::vector<int64_t>& mine,
+                                             std::chrono::milliseconds timeout,
+                                             const std::function<std::string(int)>& gone) {
+  if (slot(rank)->published.load(std::memory_order_relaxed) < seq) publish(rank, seq, mine);
   std::vector<int64_t> all(record_slots_ * size_);
   std::memcpy(all.data() + record_slots_ * rank, mine.data(), record_slots_ * sizeof(int64_t));
   for (int p = 0; p < size_; ++p) {
     if (p == rank) continue;
     await(p, seq, timeout, gone);
-    const int64_t* in = record(p, seq);
-    if (in[0] != seq)
-      throw std::runtime_error("the ranks are out of step: rank " + std::to_string(p) + " is at its collective #" +
-                               std::to_string(in[0]) + ", this rank at #" + std::to_string(seq) +
-                               " (an earlier collective failed on some ranks only; the group cannot be used after that)");
-    std::memcpy(all.data() + record_slots_ * p, in + 1, record_slots_ * sizeof(int64_t));
+    copyIn(p, seq, all);
   }
   return all;
 }

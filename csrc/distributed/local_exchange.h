@@ -1,5 +1,5 @@
 // The agreement exchange (collective_check.h) between ranks that all run on
-// this machine: one small shared-memory segment per group, a slot per rank.
+// one host: one small shared-memory segment per group, a slot per rank.
 // A rank writes its record into its slot and reads its peers' slots; a peer
 // that has not written yet is waited for by spinning briefly (where the
 // machine has a core for it), then on a futex. When the peers are already
@@ -34,8 +34,14 @@ class LocalExchange {
   // Every rank's record for collective number `seq` (this rank's `mine` in
   // its place). Waits at most `timeout` for each peer; every half second of
   // waiting asks `gone(peer)` whether it still may come ("" if so).
+  // Publishes `mine` first unless tryExchange() has.
   std::vector<int64_t> exchange(int rank, int64_t seq, const std::vector<int64_t>& mine,
                                 std::chrono::milliseconds timeout, const std::function<std::string(int)>& gone);
+  // The same without waiting: publishes `mine` and fills `all` when every
+  // peer's record is in already; false when one is not (exchange() then
+  // waits for it). A rank publishes `seq` only once it has read every peer's
+  // `seq - 1`, which the two buffers per slot rely on.
+  bool tryExchange(int rank, int64_t seq, const std::vector<int64_t>& mine, std::vector<int64_t>* all);
 
   ~LocalExchange();
   LocalExchange(const LocalExchange&) = delete;
@@ -47,6 +53,8 @@ class LocalExchange {
   Slot* slot(int rank) const;
   int64_t* record(int rank, int64_t seq) const;  // one of the slot's two buffers, by seq's parity
   void await(int peer, int64_t seq, std::chrono::milliseconds timeout, const std::function<std::string(int)>& gone);
+  void publish(int rank, int64_t seq, const std::vector<int64_t>& mine);
+  void copyIn(int peer, int64_t seq, std::vector<int64_t>& all) const;  // checks the peer is at `seq`
 
   void* base_;
   size_t bytes_;

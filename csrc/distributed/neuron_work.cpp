@@ -4,6 +4,9 @@
 #include <ATen/core/ivalue_inl.h>
 #include <c10/util/Exception.h>
 
+#include "distributed/carrier_threads.h"
+#include "distributed/collective_queue.h"
+
 namespace neuron_sim::distributed {
 
 std::exception_ptr explainFailure(const std::string& what, const std::string& message, const char* engine) {
@@ -43,34 +46,88 @@ std::string messageOf(std::exception_ptr e) {
   }
 }
 
-NeuronWork::NeuronWork(c10::intrusive_ptr<c10d::Work> gloo_work, c10d::OpType type, std::string what,
-                       std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep_alive,
-                       std::vector<Finish> finish)
+NeuronWork::NeuronWork(c10d::OpType type, std::string what, std::vector<at::Tensor> outputs)
     : Work(-1, type),
-      gloo_work_(std::move(gloo_work)),
+      pending_(true),
       what_(std::move(what)),
       outputs_(std::move(outputs)),
       future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
-                                                       devicesOf(outputs_))) {
+                                                       devicesOf(outputs_))) {}
+
+NeuronWork::NeuronWork(c10::intrusive_ptr<c10d::Work> gloo_work, c10d::OpType type, std::string what,
+                       std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep_alive,
+                       std::vector<Finish> finish)
+    : NeuronWork(type, std::move(what), std::move(outputs)) {
+  pending_ = false;
+  gloo_work_ = std::move(gloo_work);
+  attach(gloo_work_, std::move(keep_alive), std::move(finish));
+}
+
+void NeuronWork::attach(const c10::intrusive_ptr<c10d::Work>& gloo_work, std::vector<at::Tensor> keep_alive,
+                        std::vector<Finish> finish) {
   // Runs on gloo's thread when its work completes (or at once if it already
   // has). Captures by value: the user may drop this Work before completion.
   auto fut = future_;
   auto outs = outputs_;
   auto what_copy = what_;
-  gloo_work_->getFuture()->addCallback(
-      [fut, outs, what_copy, keep = std::move(keep_alive), finish = std::move(finish)](c10::ivalue::Future& done) {
-        if (done.hasError()) {
-          fut->setError(explainFailure(what_copy, messageOf(done.exception_ptr())));
-          return;
-        }
-        try {
-          for (const auto& step : finish) step();
-        } catch (...) {
-          fut->setError(std::current_exception());
-          return;
-        }
-        fut->markCompleted(c10::IValue(outs));
-      });
+  auto complete = [fut, outs, what_copy, keep = std::move(keep_alive),
+                   finish = std::move(finish)](c10::ivalue::Future& done) {
+    if (done.hasError()) {
+      fut->setError(explainFailure(what_copy, messageOf(done.exception_ptr())));
+      return;
+    }
+    try {
+      for (const auto& step : finish) step();
+    } catch (...) {
+      fut->setError(std::current_exception());
+      return;
+    }
+    fut->markCompleted(c10::IValue(outs));
+  };
+  gloo_work->getFuture()->addCallback([complete = std::move(complete)](c10::ivalue::Future& done) mutable {
+    // gloo already done when the queue's worker attached: the user's callbacks
+    // run elsewhere (collective_queue.h).
+    if (!CollectiveQueue::onWorker()) return complete(done);
+    auto d = c10::intrusive_ptr<c10::ivalue::Future>::reclaim_copy(&done);
+    runOnCarrierThread([complete = std::move(complete), d]() mutable { complete(*d); });
+  });
+}
+
+void NeuronWork::launched(c10::intrusive_ptr<c10d::Work> gloo_work, std::vector<at::Tensor> keep_alive,
+                          std::vector<Finish> finish) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    gloo_work_ = gloo_work;
+    pending_ = false;
+  }
+  launched_cv_.notify_all();
+  attach(gloo_work, std::move(keep_alive), std::move(finish));
+}
+
+void NeuronWork::failed(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    pending_ = false;
+  }
+  launched_cv_.notify_all();
+  auto fut = future_;
+  if (CollectiveQueue::onWorker())
+    runOnCarrierThread([fut, error] { fut->setError(error); });
+  else
+    fut->setError(error);
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronWork::glooWork(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> l(mu_);
+  if (!pending_) return gloo_work_;
+  if (timeout == kNoTimeout) {
+    launched_cv_.wait(l, [this] { return !pending_; });
+  } else if (!launched_cv_.wait_for(l, timeout, [this] { return !pending_; })) {
+    std::rethrow_exception(explainFailure(what_, "Timed out after " + std::to_string(timeout.count()) +
+                                                     " ms waiting for the ranks to agree on the collective",
+                                          "neuron"));
+  }
+  return gloo_work_;
 }
 
 bool NeuronWork::isCompleted() { return future_->completed(); }
@@ -82,8 +139,9 @@ std::exception_ptr NeuronWork::exception() const {
 }
 
 bool NeuronWork::wait(std::chrono::milliseconds timeout) {
+  auto gloo_work = glooWork(timeout);
   try {
-    gloo_work_->wait(timeout);
+    if (gloo_work) gloo_work->wait(timeout);  // none: the agreement failed, the future holds why
   } catch (...) {
     std::rethrow_exception(explainFailure(what_, messageOf(std::current_exception())));
   }

@@ -7,7 +7,9 @@
 #pragma once
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,12 @@ class NeuronWork : public c10d::Work {
   // `keep_alive` holds device buffers gloo writes (staging tensors).
   NeuronWork(c10::intrusive_ptr<c10d::Work> gloo_work, c10d::OpType type, std::string what,
              std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep_alive, std::vector<Finish> finish);
+  // A collective queued for its agreement (collective_queue.h): gloo's work
+  // comes later, through launched(), or the agreement's error through failed().
+  NeuronWork(c10d::OpType type, std::string what, std::vector<at::Tensor> outputs);
+  void launched(c10::intrusive_ptr<c10d::Work> gloo_work, std::vector<at::Tensor> keep_alive,
+                std::vector<Finish> finish);
+  void failed(std::exception_ptr error);
 
   bool isCompleted() override;
   bool isSuccess() const override;
@@ -30,6 +38,15 @@ class NeuronWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
  private:
+  // The gloo work, once launched (or failed); wait() waits for it.
+  c10::intrusive_ptr<c10d::Work> glooWork(std::chrono::milliseconds timeout);
+  // Completes the future when gloo's work completes, after the finishing steps.
+  void attach(const c10::intrusive_ptr<c10d::Work>& gloo_work, std::vector<at::Tensor> keep_alive,
+              std::vector<Finish> finish);
+
+  std::mutex mu_;
+  std::condition_variable launched_cv_;
+  bool pending_ = false;  // queued: neither launched nor failed yet
   c10::intrusive_ptr<c10d::Work> gloo_work_;
   std::string what_;
   std::vector<at::Tensor> outputs_;

@@ -27,6 +27,15 @@ ProcessGroupNeuron::ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo, c
   TORCH_CHECK(gloo_, "ProcessGroupNeuron needs a gloo backend");
 }
 
+ProcessGroupNeuron::~ProcessGroupNeuron() { abort(); }
+
+void ProcessGroupNeuron::abort() {
+  closing_.store(true);
+  if (exchange_) exchange_->cancel("the process group was shut down or aborted");
+}
+
+void ProcessGroupNeuron::shutdown() { abort(); }
+
 c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupNeuron::getBackendOptions() {
   return c10::make_intrusive<Options>("neuron", timeout_);
 }
@@ -42,9 +51,14 @@ std::string ProcessGroupNeuron::what(const char* op) const {
   return std::string("neuron collective ") + op + " on rank " + std::to_string(getRank());
 }
 
+std::exception_ptr ProcessGroupNeuron::exchangeFailure(const char* op) const {
+  return explainFailure(what(op), messageOf(std::current_exception()), exchange_ ? exchange_->transport() : "gloo");
+}
+
 void ProcessGroupNeuron::agree(const Signature& sig) {
   std::vector<int64_t> rec = encodeSignature(sig);
   std::vector<int64_t> all;
+  auto in_order = queue_.lock(/*idle=*/true);
   try {
     if (exchange_) {
       all = exchange_->exchange(rec);
@@ -58,29 +72,86 @@ void ProcessGroupNeuron::agree(const Signature& sig) {
       all.assign(gathered.data_ptr<int64_t>(), gathered.data_ptr<int64_t>() + gathered.numel());
     }
   } catch (...) {
-    std::string msg;
-    try {
-      throw;
-    } catch (const c10::Error& e) {
-      msg = e.what_without_backtrace();
-    } catch (const std::exception& e) {
-      msg = e.what();
-    }
-    std::rethrow_exception(explainFailure(what(sig.op), msg, exchange_ ? exchange_->transport() : "gloo"));
+    std::rethrow_exception(exchangeFailure(sig.op));
   }
   std::string error = compareSignatures(sig, all.data(), getSize(), getRank());
   if (!error.empty()) TORCH_CHECK_VALUE(false, error);
 }
 
-WorkPtr ProcessGroupNeuron::finish(const char* c10d_op, uint64_t bytes, const char* op, WorkPtr gloo_work,
-                                   c10d::OpType type, std::vector<at::Tensor> outputs,
-                                   std::vector<at::Tensor> keep_alive, std::vector<Finish> steps) {
+namespace {
+
+std::exception_ptr disagreement(const std::string& error) {
+  return std::make_exception_ptr(c10::ValueError(c10::SourceLocation{__func__, __FILE__, __LINE__}, error));
+}
+
+}  // namespace
+
+WorkPtr ProcessGroupNeuron::issue(const Signature& sig, bool async, const char* c10d_op, uint64_t bytes,
+                                  c10d::OpType type, std::vector<at::Tensor> outputs,
+                                  const std::function<Prepared()>& prepare) {
+  if (!async || !exchange_ || !sig.local_error.empty()) {
+    agree(sig);
+    Prepared p = prepare();
+    WorkPtr w = p.launch();
+    return finish(c10d_op, bytes, sig.op, w, type, std::move(outputs), p.staging.keep, p.staging.steps);
+  }
+  Prepared p = prepare();
+  std::vector<int64_t> rec = encodeSignature(sig);
+  auto in_order = queue_.lock(/*idle=*/false);
+  const int64_t seq = exchange_->next();
+  if (queue_.idle()) {
+    std::vector<int64_t> all;
+    bool in = false;
+    try {
+      in = exchange_->tryExchange(seq, rec, &all);
+    } catch (...) {
+      std::rethrow_exception(exchangeFailure(sig.op));
+    }
+    if (in) {  // every peer is here already: agreed and launched now, as agree() does
+      std::string error = compareSignatures(sig, all.data(), getSize(), getRank());
+      if (!error.empty()) TORCH_CHECK_VALUE(false, error);
+      WorkPtr w = p.launch();
+      in_order.unlock();
+      return finish(c10d_op, bytes, sig.op, w, type, std::move(outputs), p.staging.keep, p.staging.steps);
+    }
+  }
+  auto work = c10::make_intrusive<NeuronWork>(type, what(sig.op), outputs);
+  queue_.post([this, work, sig, rec = std::move(rec), seq, p = std::move(p)]() mutable {
+    try {
+      if (closing_.load()) throw std::runtime_error("the process group was shut down or aborted");
+      std::vector<int64_t> all = exchange_->exchange(seq, rec);
+      std::string error = compareSignatures(sig, all.data(), getSize(), getRank());
+      if (!error.empty()) return work->failed(disagreement(error));
+    } catch (...) {
+      return work->failed(exchangeFailure(sig.op));
+    }
+    WorkPtr w;
+    try {
+      w = p.launch();
+    } catch (...) {
+      return work->failed(std::current_exception());
+    }
+    work->launched(std::move(w), std::move(p.staging.keep), std::move(p.staging.steps));
+  });
+  in_order.unlock();
+  record(c10d_op, bytes, sig.op, outputs);
+  return work;
+}
+
+void ProcessGroupNeuron::record(const char* c10d_op, uint64_t bytes, const char* op,
+                                const std::vector<at::Tensor>& outputs) {
   recordCollective(c10d_op, bytes);
   // On the simulated device timeline (docs/profiling.md): one event on the
   // tensors' device, costed as a ring of getSize() ranks over NeuronLink.
   if (C10_UNLIKELY(profiler::recording()))
     profiler::recordCollective(op, outputs.empty() ? -1 : outputs[0].device().index(), static_cast<double>(bytes),
                                getSize());
+}
+
+WorkPtr ProcessGroupNeuron::finish(const char* c10d_op, uint64_t bytes, const char* op, WorkPtr gloo_work,
+                                   c10d::OpType type, std::vector<at::Tensor> outputs,
+                                   std::vector<at::Tensor> keep_alive, std::vector<Finish> steps) {
+  record(c10d_op, bytes, op, outputs);
   return c10::make_intrusive<NeuronWork>(std::move(gloo_work), type, what(op), std::move(outputs),
                                          std::move(keep_alive), std::move(steps));
 }

@@ -8,7 +8,8 @@
 // real backend lacks, raises an error that says so. Before each collective
 // the ranks compare what they are about to do (collective_check.h), through
 // shared memory or the group's store (store_exchange.h), so mismatches are
-// errors, never an abort or a hang. Point-to-point runs on gloo's send/recv
+// errors, never an abort or a hang; an async all_reduce whose peers are not
+// there yet is agreed on and launched by the group's worker (collective_queue.h). Point-to-point runs on gloo's send/recv
 // with the sizes checked before the data leaves (point_to_point.h).
 //
 // The members are defined by job: this file's .cpp (construction, the
@@ -18,12 +19,16 @@
 #pragma once
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "distributed/collective_check.h"
+#include "distributed/collective_queue.h"
+#include "distributed/collective_staging.h"
 #include "distributed/neuron_work.h"
 #include "distributed/point_to_point.h"
 #include "distributed/store_exchange.h"
@@ -41,6 +46,10 @@ class __attribute__((visibility("hidden"))) ProcessGroupNeuron : public c10d::Ba
   // `store` is the group's store, which carries the agreement exchange.
   ProcessGroupNeuron(c10::intrusive_ptr<c10d::Backend> gloo, c10::intrusive_ptr<c10d::Store> store, int rank,
                      int size, std::chrono::milliseconds timeout);
+  ~ProcessGroupNeuron() override;
+  // Collectives still queued for their agreement fail with an error saying so.
+  void shutdown() override;
+  void abort() override;
 
   const std::string getBackendName() const override { return "neuron"; }
   c10::intrusive_ptr<Options> getBackendOptions() override;
@@ -89,8 +98,27 @@ class __attribute__((visibility("hidden"))) ProcessGroupNeuron : public c10d::Ba
 
  private:
   // Exchanges `sig` with every rank; raises the same error on all of them
-  // when they disagree (or when this rank's arguments were invalid).
+  // when they disagree (or when this rank's arguments were invalid). Waits
+  // first for the collectives queued before it (collective_queue.h).
   void agree(const Signature& sig);
+  // What a collective hands to gloo once the ranks agree: its staging, made
+  // on the issuing thread, and the call to gloo.
+  struct Prepared {
+    Staging staging;
+    std::function<c10::intrusive_ptr<c10d::Work>()> launch;
+  };
+  // Agrees, prepares and launches a collective, as agree() does, when it is
+  // synchronous (the caller waits for it anyway) or this rank rejected its
+  // arguments (raised at the call). An async one is launched at once when
+  // every peer's record is in already, else queued: the agreement's error
+  // then surfaces at wait() or in the future, with the same message.
+  c10::intrusive_ptr<c10d::Work> issue(const Signature& sig, bool async, const char* c10d_op, uint64_t bytes,
+                                       c10d::OpType type, std::vector<at::Tensor> outputs,
+                                       const std::function<Prepared()>& prepare);
+  // The agreement exchange's failure (timeout, a peer gone) as the user reads it.
+  std::exception_ptr exchangeFailure(const char* op) const;
+  // Records a collective as issued: op tracking, bytes, report, the device timeline.
+  void record(const char* c10d_op, uint64_t bytes, const char* op, const std::vector<at::Tensor>& outputs);
   // Records the collective (op tracking, bytes, report) and wraps gloo's work.
   c10::intrusive_ptr<c10d::Work> finish(const char* c10d_op, uint64_t bytes, const char* op,
                                         c10::intrusive_ptr<c10d::Work> gloo_work, c10d::OpType type,
@@ -110,6 +138,8 @@ class __attribute__((visibility("hidden"))) ProcessGroupNeuron : public c10d::Ba
   std::unique_ptr<StoreExchange> exchange_;  // null: the store has no queues, agree over gloo
   std::chrono::milliseconds timeout_;
   PointToPoint p2p_;
+  std::atomic<bool> closing_{false};  // shut down or aborted: queued collectives fail at once
+  CollectiveQueue queue_;  // last: its worker, which uses the members above, ends first
 };
 
 }  // namespace neuron_sim::distributed

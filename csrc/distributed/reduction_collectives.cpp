@@ -19,17 +19,20 @@ WorkPtr ProcessGroupNeuron::allreduce(std::vector<at::Tensor>& tensors, const c1
   Signature sig{"all_reduce", -1, reduceCode(opts.reduceOp), tensors};
   Reduction r;
   sig.local_error = ArgCheck(getSize()).onDevice(tensors).reduction(opts.reduceOp, tensors, r).error();
-  agree(sig);
-  Staging s;
-  std::vector<at::Tensor> bufs;
-  for (auto& t : tensors) bufs.push_back(reducible(t, r, s, /*copy_in=*/true, /*write_back=*/true));
-  if (r.average)
-    for (auto& b : bufs) averageFirst(b, getSize(), s);
-  c10d::AllreduceOptions o = opts;
-  o.reduceOp = r.gloo_op;
-  WorkPtr w = bufs.size() == 1 ? gloo_->allreduce(bufs, o)
-                               : gloo_->allreduce_coalesced(bufs, c10d::AllreduceCoalescedOptions{o});
-  return finish("c10d::allreduce_", bytesOf(tensors), "all_reduce", w, OpType::ALLREDUCE, tensors, s.keep, s.steps);
+  return issue(sig, opts.asyncOp, "c10d::allreduce_", bytesOf(tensors), OpType::ALLREDUCE, tensors, [&] {
+    Prepared p;
+    std::vector<at::Tensor> bufs;
+    for (auto& t : tensors) bufs.push_back(reducible(t, r, p.staging, /*copy_in=*/true, /*write_back=*/true));
+    if (r.average)
+      for (auto& b : bufs) averageFirst(b, getSize(), p.staging);
+    c10d::AllreduceOptions o = opts;
+    o.reduceOp = r.gloo_op;
+    p.launch = [gloo = gloo_, bufs, o]() mutable {
+      return bufs.size() == 1 ? gloo->allreduce(bufs, o)
+                              : gloo->allreduce_coalesced(bufs, c10d::AllreduceCoalescedOptions{o});
+    };
+    return p;
+  });
 }
 
 WorkPtr ProcessGroupNeuron::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -41,17 +44,18 @@ WorkPtr ProcessGroupNeuron::allreduce_coalesced(std::vector<at::Tensor>& tensors
                         .sameDtype(tensors, "all_reduce")
                         .reduction(opts.reduceOp, tensors, r)
                         .error();
-  agree(sig);
-  Staging s;
-  std::vector<at::Tensor> bufs;
-  for (auto& t : tensors) bufs.push_back(reducible(t, r, s, true, true));
-  if (r.average)
-    for (auto& b : bufs) averageFirst(b, getSize(), s);
-  c10d::AllreduceCoalescedOptions o = opts;
-  o.reduceOp = r.gloo_op;
-  WorkPtr w = gloo_->allreduce_coalesced(bufs, o);
-  return finish("c10d::allreduce_coalesced_", bytesOf(tensors), "all_reduce_coalesced", w,
-                OpType::ALLREDUCE_COALESCED, tensors, s.keep, s.steps);
+  return issue(sig, opts.asyncOp, "c10d::allreduce_coalesced_", bytesOf(tensors), OpType::ALLREDUCE_COALESCED,
+               tensors, [&] {
+                 Prepared p;
+                 std::vector<at::Tensor> bufs;
+                 for (auto& t : tensors) bufs.push_back(reducible(t, r, p.staging, true, true));
+                 if (r.average)
+                   for (auto& b : bufs) averageFirst(b, getSize(), p.staging);
+                 c10d::AllreduceCoalescedOptions o = opts;
+                 o.reduceOp = r.gloo_op;
+                 p.launch = [gloo = gloo_, bufs, o]() mutable { return gloo->allreduce_coalesced(bufs, o); };
+                 return p;
+               });
 }
 
 WorkPtr ProcessGroupNeuron::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {

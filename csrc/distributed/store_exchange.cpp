@@ -206,11 +206,11 @@ void StoreExchange::watch() {
     int peer = waiting_on_.load();
     int64_t seq = waiting_seq_.load();
     if (stop_ || peer < 0 || seq == reported_seq_ ||
-        nowNs() - waiting_since_ns_.load() < std::chrono::nanoseconds(kProbeInterval).count())
+        (cancelled_.empty() && nowNs() - waiting_since_ns_.load() < std::chrono::nanoseconds(kProbeInterval).count()))
       continue;
     try {
       if (!probe_) probe_ = store_->clone();
-      std::string reason = gone(peer);
+      std::string reason = cancelled_.empty() ? gone(peer) : cancelled_;
       if (reason.empty()) continue;
       std::vector<uint8_t> marker(sizeof(int64_t) + reason.size());
       std::memcpy(marker.data(), &kGoneMarker, sizeof(int64_t));
@@ -255,10 +255,35 @@ std::vector<uint8_t> StoreExchange::read(int peer, int64_t seq) {
   return got;
 }
 
-std::vector<int64_t> StoreExchange::exchange(const std::vector<int64_t>& mine) {
+int64_t StoreExchange::next() {
   std::lock_guard<std::mutex> lock(mutex_);
-  const int64_t seq = seq_++;  // counted even when this one fails: a later record then shows the ranks out of step
-  if (local_) return local_->exchange(rank_, seq, mine, timeout_, [this](int peer) { return gone(peer); });
+  return seq_++;  // counted even when this one fails: a later record then shows the ranks out of step
+}
+
+bool StoreExchange::tryExchange(int64_t seq, const std::vector<int64_t>& mine, std::vector<int64_t>* all) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return local_ && local_->tryExchange(rank_, seq, mine, all);
+}
+
+void StoreExchange::cancel(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(watch_mutex_);
+    cancelled_ = reason;
+  }
+  cancelling_.store(true);
+  watch_cv_.notify_all();
+}
+
+std::vector<int64_t> StoreExchange::exchange(int64_t seq, const std::vector<int64_t>& mine) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (local_)
+    return local_->exchange(rank_, seq, mine, timeout_, [this](int peer) {
+      if (cancelling_.load()) {
+        std::lock_guard<std::mutex> g(watch_mutex_);
+        return cancelled_;
+      }
+      return gone(peer);
+    });
   std::vector<int64_t> msg{seq};
   msg.insert(msg.end(), mine.begin(), mine.end());
   auto bytes = toBytes(msg);

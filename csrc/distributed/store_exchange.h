@@ -1,5 +1,5 @@
 // The agreement exchange (collective_check.h) through the group's c10d Store
-// instead of a gloo all-gather. When every rank runs on this machine, the
+// instead of a gloo all-gather. When every rank runs on one host, the
 // store only sets the exchange up and the records travel through shared
 // memory (local_exchange.h), which needs no round trip per collective. Each rank sets its record under a key named by
 // the collective's sequence number and reads every peer's; once it has read
@@ -40,7 +40,17 @@ class StoreExchange {
   // Throws c10::DistStoreError ("... Timeout") when a peer does not arrive
   // within the timeout, c10::DistNetworkError when it has exited, and
   // c10::DistBackendError when the ranks are out of step.
-  std::vector<int64_t> exchange(const std::vector<int64_t>& mine);
+  std::vector<int64_t> exchange(const std::vector<int64_t>& mine) { return exchange(next(), mine); }
+  // The number of the next collective: its record goes to exchange(seq, ...)
+  // (or first to tryExchange), in that order of numbers.
+  int64_t next();
+  std::vector<int64_t> exchange(int64_t seq, const std::vector<int64_t>& mine);
+  // Without waiting: true, with every rank's record in `all`, when the peers'
+  // are all in already (shared memory only; the store always answers false).
+  // On false this rank's record may be published already; exchange(seq, mine) completes it.
+  bool tryExchange(int64_t seq, const std::vector<int64_t>& mine, std::vector<int64_t>* all);
+  // Ends a wait in progress or to come with `reason` (the group is being destroyed).
+  void cancel(const std::string& reason);
 
   void setTimeout(std::chrono::milliseconds timeout);
 
@@ -77,7 +87,9 @@ class StoreExchange {
   std::chrono::milliseconds timeout_;
   std::unique_ptr<LocalExchange> local_;
   std::shared_ptr<MatchTable> match_;
-  int64_t seq_ = 0;  // collectives agreed so far; records carry it to catch ranks out of step
+  int64_t seq_ = 0;  // collectives numbered so far; records carry it to catch ranks out of step
+  std::string cancelled_;  // under watch_mutex_: why waits end at once ("" while they may run)
+  std::atomic<bool> cancelling_{false};
   std::mutex mutex_;
 
   // The wait in progress, read by the watcher.

@@ -69,3 +69,17 @@ def test_mismatch_in_a_group_on_a_file_store(tmp_path):
     for r in results:
         assert r[0] == [3.0, 3.0, 3.0]
         assert "rank 0 has float32[4]; rank 1 has float32[5]" in r[1], r[1]
+
+
+@TRANSPORTS
+def test_async_collectives_raise_the_same_errors_from_wait(transport):
+    results = run_ranks("async_faults", 2, pg_timeout=10, env=env_for(transport))
+    for rank, r in enumerate(results):
+        # ValueError, as from a synchronous call, whichever way it surfaced
+        assert r["wait"].startswith("ValueError: ") and "rank 0 has float32[4, 3]; rank 1 has float32[5, 3]" in r["wait"], r
+        assert r["future"].startswith("ValueError: ") and "rank 0 has float32[4]; rank 1 has float32[5]" in r["future"], r
+        assert "rank 0 has float32[2]; rank 1 has float32[3]" in r["late_mismatch"], r["late_mismatch"]
+        assert r["in_order"] == [[1.0 + 2 * i] * 3 for i in range(4)], r["in_order"]
+    msg = results[1]["shut_down"]
+    assert "neuron collective all_reduce on rank 1 failed" in msg and "shut down or aborted" in msg, msg
+    assert float(re.search(r"after ([0-9.]+)s", msg).group(1)) < 5, msg

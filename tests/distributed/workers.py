@@ -724,3 +724,35 @@ def default_backend(rank: int, ws: int, second_port: int) -> tuple:
     t = torch.full((2,), float(rank + 1), device=device())
     dist.all_reduce(t)
     return first + ((dist.get_backend(), t.cpu().tolist()),)
+
+
+def async_faults(rank: int, ws: int) -> dict:
+    """Async collectives are queued for their agreement when a peer is not there
+    yet: a disagreement raises from wait() or the future (or from the call, on a
+    rank whose peers were all there), with the message a synchronous call has."""
+    dev = device()
+    out = {}
+    out["wait"] = _error(lambda: dist.all_reduce(torch.ones(4 + rank, 3, device=dev), async_op=True).wait())
+    out["future"] = _error(lambda: dist.all_reduce(torch.ones(4 + rank, device=dev), async_op=True)
+                           .get_future().wait())
+    # a rank behind its peers: they queue what they issue, in order, and the group stays usable
+    if rank == 0:
+        time.sleep(0.5)
+    ts = [torch.full((3,), float(rank + i), device=dev) for i in range(4)]
+    works = [dist.all_reduce(t, async_op=True) for t in ts]
+    # (from the call instead, on a machine slow enough that rank 0 is there first after all)
+    out["late_mismatch"] = _error(lambda: dist.all_reduce(torch.ones(2 + rank, device=dev), async_op=True).wait())
+    for w in works:
+        w.wait()
+    out["in_order"] = [t.cpu().tolist() for t in ts]
+    # a group shut down with a collective still queued (its peer never issues it): it fails, no hang
+    group = dist.new_group(backend="neuron")
+    if rank == 1:
+        work = dist.all_reduce(torch.ones(2, device=dev), group=group, async_op=True)
+        start = time.monotonic()
+        dist.destroy_process_group(group)
+        out["shut_down"] = f"{_error(work.wait)} [after {time.monotonic() - start:.1f}s]"
+    else:
+        dist.destroy_process_group(group)
+    dist.barrier()  # rank 0 (which holds the store) stays until rank 1 is done with its group
+    return out
