@@ -1,4 +1,4 @@
-// Sends matched with receives between ranks that all run on this machine,
+// Sends matched with receives between ranks that all run on one host,
 // in a shared-memory segment per group: for each ordered pair of ranks
 // (sender, receiver) a small table of the operations posted and not yet
 // matched, under a process-shared lock. Whichever side of a transfer posts

@@ -60,7 +60,7 @@ struct PostingOrder;
 
 class PointToPoint {
  public:
-  // `table`: the group's match table when every rank is on this machine
+  // `table`: the group's match table when every rank is on one host
   // (else nullptr: header and ready messages); `liveness(peer)` is "" while
   // that peer's process may still come, else why it never will.
   PointToPoint(c10::intrusive_ptr<c10d::Backend> gloo, int rank, int size, std::chrono::milliseconds timeout,
