@@ -110,9 +110,8 @@ WorkPtr PointToPoint::sendByMessages(const at::Tensor& t, int dst, int tag) {
     next = postReady();
   }
   auto c = newCompletion(t);
-  std::string what = "neuron send on rank " + std::to_string(rank_) + " to rank " + std::to_string(dst) + " (tag " +
-                     std::to_string(tag) + ")";
-  std::string missing = "rank " + std::to_string(dst) + " posted no matching recv";
+  std::string what = sendWhat(rank_, dst, tag);
+  std::string missing = sendMissing(dst);
   std::chrono::milliseconds timeout = timeout_.load();
   auto gloo = gloo_;
   auto m = matching_;
@@ -185,11 +184,8 @@ WorkPtr PointToPoint::recvByMessages(const at::Tensor& t, int src, int tag) {
   } else {
     header_work = gloo_->recvAnysource(header, tag);
   }
-  std::string what = "neuron recv on rank " + std::to_string(rank_) +
-                     (src >= 0 ? " from rank " + std::to_string(src) : std::string(" from any rank")) + " (tag " +
-                     std::to_string(tag) + ")";
-  std::string missing = src >= 0 ? "rank " + std::to_string(src) + " posted no matching send"
-                                 : std::string("no rank posted a matching send");
+  std::string what = recvWhat(rank_, src, tag);
+  std::string missing = recvMissing(src);
   std::chrono::milliseconds timeout = timeout_.load();
   int me = rank_;
   c->body = [=, self = c, keep = std::move(s.keep), steps = std::move(s.steps), p = std::move(posted)]() mutable {

@@ -45,6 +45,24 @@ std::string describe(const at::Tensor& rec) {
   return os.str();
 }
 
+std::string sendWhat(int rank, int dst, int tag) {
+  return "neuron send on rank " + std::to_string(rank) + " to rank " + std::to_string(dst) + " (tag " +
+         std::to_string(tag) + ")";
+}
+
+std::string sendMissing(int dst) { return "rank " + std::to_string(dst) + " posted no matching recv"; }
+
+std::string recvWhat(int rank, int src, int tag) {
+  return "neuron recv on rank " + std::to_string(rank) +
+         (src >= 0 ? " from rank " + std::to_string(src) : std::string(" from any rank")) + " (tag " +
+         std::to_string(tag) + ")";
+}
+
+std::string recvMissing(int src) {
+  return src >= 0 ? "rank " + std::to_string(src) + " posted no matching send"
+                  : std::string("no rank posted a matching send");
+}
+
 std::exception_ptr explain(const std::string& what, const std::string& missing, const std::string& message,
                            std::chrono::milliseconds timeout, const char* engine) {
   std::string msg = what + " failed: ";

@@ -36,6 +36,12 @@ std::string describe(const at::Tensor& rec);
 // why. `engine` says where `message` came from ("gloo", "shared memory").
 std::exception_ptr explain(const std::string& what, const std::string& missing, const std::string& message,
                            std::chrono::milliseconds timeout, const char* engine = "gloo");
+// How errors name an operation and the peer that never came: the same words
+// whichever way the operation travels (shared memory or gloo messages).
+std::string sendWhat(int rank, int dst, int tag);
+std::string sendMissing(int dst);
+std::string recvWhat(int rank, int src, int tag);  // src < 0: from any rank
+std::string recvMissing(int src);
 std::exception_ptr sizesDiffer(const std::string& what, int sender, const at::Tensor& header, int receiver,
                                const at::Tensor& ready);
 

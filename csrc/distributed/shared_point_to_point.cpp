@@ -145,9 +145,8 @@ c10::intrusive_ptr<c10d::Work> PointToPoint::sendMatched(const at::Tensor& t, in
   Matched posted;
   const bool now = start(posted);
   auto c = newCompletion(t);
-  std::string what = "neuron send on rank " + std::to_string(rank_) + " to rank " + std::to_string(dst) + " (tag " +
-                     std::to_string(tag) + ")";
-  std::string missing = "rank " + std::to_string(dst) + " posted no matching recv";
+  std::string what = sendWhat(rank_, dst, tag);
+  std::string missing = sendMissing(dst);
   std::chrono::milliseconds timeout = timeout_.load();
   auto liveness = liveness_;
   c->body = [=, self = c, m = std::move(posted), keep = std::move(s.keep)]() mutable {
@@ -201,11 +200,8 @@ c10::intrusive_ptr<c10d::Work> PointToPoint::recvMatched(const at::Tensor& t, in
   const bool now = start(posted);
   auto c = newCompletion(t);
   if (now) c->source = posted.at.source;
-  std::string what = "neuron recv on rank " + std::to_string(rank_) +
-                     (src >= 0 ? " from rank " + std::to_string(src) : std::string(" from any rank")) + " (tag " +
-                     std::to_string(tag) + ")";
-  std::string missing = src >= 0 ? "rank " + std::to_string(src) + " posted no matching send"
-                                 : std::string("no rank posted a matching send");
+  std::string what = recvWhat(rank_, src, tag);
+  std::string missing = recvMissing(src);
   std::chrono::milliseconds timeout = timeout_.load();
   auto liveness = liveness_;
   c->body = [=, self = c, m = std::move(posted), keep = std::move(s.keep), steps = std::move(s.steps)]() mutable {
