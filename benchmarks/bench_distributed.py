@@ -20,7 +20,8 @@ ranks share a machine (three round trips to the group's store across machines); 
 neuron/CPU column is what neuron's side adds.
 benchmarks/run_all.py puts these figures in docs/benchmarks.md and the README.
 
-Usage: python benchmarks/bench_distributed.py [--repeats N] [--threads T]
+Usage: python benchmarks/bench_distributed.py [--repeats N] [--threads T] [--rows TEXT]
+  (--rows: only the rows whose name contains TEXT, case-insensitive, e.g. --rows gpipe)
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ import torch.multiprocessing as mp
 from timing import Row, Table, cli
 
 GROUP, SWITCHES_GROUP = "distributed", "distributed-switches"
+ROWS = os.environ.get("NEURON_SIM_BENCH_ROWS", "")  # --rows, handed to the spawned ranks
 
 
 def timed(fn, inner):
@@ -50,8 +52,11 @@ def timed(fn, inner):
     return (time.perf_counter() - t0) / inner
 
 
-def compare(rank, name, neuron_fn, cpu_fn, inner, repeats, aim) -> Row:
-    """Rank 0's clock; every batch starts at a barrier, so both ranks time the same batches."""
+def compare(rank, name, neuron_fn, cpu_fn, inner, repeats, aim) -> Row | None:
+    """Rank 0's clock; every batch starts at a barrier, so both ranks time the same batches.
+    None for a row --rows leaves out (both ranks decide alike: the filter is in their environment)."""
+    if ROWS.lower() not in name.lower():
+        return None
     neuron_fn(), cpu_fn()  # warm up: connections, arena pages, buckets
     n, c = [], []
     for _ in range(repeats):
@@ -155,10 +160,11 @@ def worker(rank, world, port, repeats, threads, out):
     rows.append(compare(rank, "send/recv 64 MiB", p2p(neu, peer, rank), p2p(cpu, peer, rank), 2, repeats, 1.05))
     rows.append(compare(rank, "GPipe step, MLP 256-512-512-10, 2 stages", gpipe_step(rank, dev),
                         gpipe_step(rank, torch.device("cpu")), 5, repeats, 1.10))
-    per = switches_per_call(rank, dev) if os.path.isdir("/proc/self/task") else None
+    per = switches_per_call(rank, dev) if os.path.isdir("/proc/self/task") and not ROWS else None
     dist.destroy_process_group()
     if rank == 0:
-        Path(out).write_text(json.dumps({"rows": [dataclasses.asdict(r) for r in rows], "switches": per}))
+        Path(out).write_text(json.dumps({"rows": [dataclasses.asdict(r) for r in rows if r is not None],
+                                         "switches": per}))
 
 
 def run(repeats: int = 15, threads: int = 1) -> list[Row | Table]:
@@ -192,7 +198,8 @@ def run(repeats: int = 15, threads: int = 1) -> list[Row | Table]:
 
 
 def main():
-    args = cli(15)
+    args = cli(15, rows=(str, "", "only the rows whose name contains this text (case-insensitive)"))
+    os.environ["NEURON_SIM_BENCH_ROWS"] = args.rows  # read by the spawned ranks at import
     run(args.repeats, args.threads)
 
 
