@@ -2,10 +2,9 @@
 
 Autograd's device thread can still hold the finished backward when the main
 thread reaches the end; freeing it later needs the GIL while Python finalizes
-and the process aborted ("terminate called without an active exception").
-Pinned to one core, the race hit most runs before the atexit drain
-(csrc/aten/device/autograd_exit.cpp)."""
-import os
+and the process aborts ("terminate called without an active exception").
+Pinned to one core, without the atexit drain (csrc/aten/device/autograd_exit.cpp)
+the race ends most runs."""
 
 import torch
 

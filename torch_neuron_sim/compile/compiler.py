@@ -130,8 +130,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str
     # A compiled unit's launches are device events costed from its kernels; a
     # graph that failed to compile runs op by op (each op its own event).
     work = None if bad else profiler.register_graph(name, gm)
-    return executors.Launch(fn, device, executors.mutated_inputs(gm), record.note_launch, unit=not bad, work=work,
-                            narrow=narrow)
+    return executors.Launch(fn, device, executors.mutated_inputs(gm), record.note_launch, narrow, unit=not bad,
+                            work=work)
 
 
 def _lookup_or_compile(key: str, payload: bytes) -> str:

@@ -90,7 +90,7 @@ class Launch:
     _boxed_call = True
 
     def __init__(self, fn: Callable, device: torch.device, mutated: list[int], on_launch: Callable[[], None],
-                 unit: bool = True, work: Optional[int] = None, narrow: Optional[dict] = None):
+                 narrow: dict, unit: bool = True, work: Optional[int] = None):
         self._boxed_call = True  # an instance attribute: Dynamo's disable() wrapper copies __dict__
         self.fn = fn
         self.unit = unit  # a compiled unit: its ops note no eager compilations (not so a fallback graph)
@@ -100,7 +100,7 @@ class Launch:
         self.index = device.index if device.index is not None else 0
         self.work = -1 if work is None else work  # the graph's kernels on the device timeline (profiler.register_graph)
         # the 64-bit rule the graph was compiled under (none under the exact policy)
-        self.narrow = retarget.NARROW if narrow is None else narrow
+        self.narrow = narrow
         self.wide_int = WIDE_INT if self.narrow else ()
 
     def __call__(self, args: list) -> Any:
