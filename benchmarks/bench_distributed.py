@@ -11,7 +11,9 @@ time ratios (best and median of interleaved batches, rank 0's clock) for:
   - the same step without DDP on each rank: the eager device's own share of the DDP ratio
   - send/recv of 64 MiB from rank 0 to rank 1 (aim <= 1.05x)
   - one GPipe step (4 microbatches) of a small MLP split in two stages, one per rank, against
-    the same schedule on CPU tensors over gloo (aim <= 1.10x)
+    the same schedule on CPU tensors over gloo (aim <= 1.10x); then the same with neuron's
+    backward on the calling thread (no aim): the share of autograd's device thread, which
+    wakes once per microbatch's backward on each rank, on the pipeline's critical path
 Aim: <= 1.05x, the views are zero-copy.
 Then, where Linux's /proc gives them, the thread switches (context switches of all of rank
 0's threads) per all_reduce of 4 KiB: they cost what a small collective costs on a loaded
@@ -103,9 +105,12 @@ def p2p(t, peer, rank):
     return (lambda: dist.send(t, peer)) if rank == 0 else (lambda: dist.recv(t, peer))
 
 
-def gpipe_step(rank, dev):
+def gpipe_step(rank, dev, backward_on_caller=False):
     """One training step of mlp() split after its second Linear, on `dev` (rank r's
-    stage on neuron:r, or on the CPU, whose send/recv go to gloo)."""
+    stage on neuron:r, or on the CPU, whose send/recv go to gloo). backward_on_caller:
+    autograd runs each backward on the calling thread instead of the device's own
+    thread (PyTorch's engine gives every non-CPU device one; not how the device runs,
+    a diagnostic of what the hand-off to that thread costs the step)."""
     from torch.distributed.pipelining import ScheduleGPipe, SplitPoint, pipeline
 
     x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
@@ -119,7 +124,11 @@ def gpipe_step(rank, dev):
         opt.zero_grad()
         sched.step(x) if rank == 0 else sched.step(target=y)
         opt.step()
-    return run
+
+    def run_on_caller():
+        with torch.autograd.set_multithreading_enabled(False):
+            run()
+    return run_on_caller if backward_on_caller else run
 
 
 def worker(rank, world, port, repeats, threads, out):
@@ -160,6 +169,10 @@ def worker(rank, world, port, repeats, threads, out):
     rows.append(compare(rank, "send/recv 64 MiB", p2p(neu, peer, rank), p2p(cpu, peer, rank), 2, repeats, 1.05))
     rows.append(compare(rank, "GPipe step, MLP 256-512-512-10, 2 stages", gpipe_step(rank, dev),
                         gpipe_step(rank, torch.device("cpu")), 5, repeats, 1.10))
+    # The same with each backward on the calling thread: what autograd's device thread costs the row.
+    rows.append(compare(rank, "GPipe step, neuron backward on the caller's thread (diagnostic)",
+                        gpipe_step(rank, dev, backward_on_caller=True), gpipe_step(rank, torch.device("cpu")), 5,
+                        repeats, None))
     per = switches_per_call(rank, dev) if os.path.isdir("/proc/self/task") and not ROWS else None
     dist.destroy_process_group()
     if rank == 0:
@@ -198,7 +211,7 @@ def run(repeats: int = 15, threads: int = 1) -> list[Row | Table]:
 
 
 def main():
-    args = cli(15, rows=(str, "", "only the rows whose name contains this text (case-insensitive)"))
+    args = cli(40, rows=(str, "", "only the rows whose name contains this text (case-insensitive)"))
     os.environ["NEURON_SIM_BENCH_ROWS"] = args.rows  # read by the spawned ranks at import
     run(args.repeats, args.threads)
 

@@ -69,7 +69,7 @@ TITLES = {
 }
 # Every benchmark, in the order run: (module, repeats, repeats with --quick).
 PLAN = [(bench_ops, 21, 5), (bench_memory, 9, 3), (bench_report, 15, 5), (bench_report_page, 3, 2),
-        (bench_profiler, 9, 3), (bench_compile, 9, 3), (bench_distributed, 15, 3),
+        (bench_profiler, 9, 3), (bench_compile, 9, 3), (bench_distributed, 40, 3),
         (bench_nki, 5, 2)]
 # Tables whose two timed sides are not neuron and CPU: (first, second, ratio).
 COLUMNS = {
