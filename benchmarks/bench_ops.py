@@ -12,17 +12,18 @@ Rows (neuron time / CPU time, best and median of interleaved batches):
                     keeps its pages, so neuron comes out faster here.
 
 Then where the MLP step's extra time goes (a table of its own, medians):
-  the neuron step minus the CPU step, split into the autograd engine's
-  device-thread handoff and the remainder, the emulator's. PyTorch's engine
-  runs the backward of any non-CPU device (CUDA, TorchNeuron, this emulator)
-  on a per-device thread and the caller waits for it, while the CPU's runs on
-  the caller's thread: one round trip between two C++ threads per step, each
-  waking a sleeping thread through a condition variable, no GIL involved.
-  That round trip is timed on its own by the extension
+  the neuron step minus the CPU step, split by timing a third side alternately
+  with the two, the neuron step with its backward on the caller's thread
+  (autograd's multithreading off). PyTorch's engine runs the backward of any
+  non-CPU device (CUDA, TorchNeuron, this emulator) on a per-device thread and
+  the caller waits for it, while the CPU's runs on the caller's thread: the
+  step minus the caller's-thread step is what that thread costs (its handoff,
+  and the caches and cores the backward then runs on), the caller's-thread
+  step minus the CPU step is the emulator's own cost. Beside them, the
+  handoff's round trip timed on its own by the extension
   (csrc/bindings/handoff_probe.cpp): two threads, a mutex and a condition
   variable each way, as the engine's ready queues are built, each handoff
-  waking a thread that sleeps. It is a model of the engine's handoff, not the
-  engine itself: the remainder carries any difference between the two.
+  waking a thread that sleeps; a model of the handoff, not the engine itself.
 
   - the MLP step with adaptive eager on against the same step with it off
     (both on neuron, each ending with the flush a step that reads its loss
@@ -71,22 +72,40 @@ def handoff_seconds(repeats: int, round_trips: int = 200) -> float:
     return statistics.median(_C._autograd_handoff_round_trip(round_trips) for _ in range(repeats))
 
 
+def on_caller_thread(step):
+    """The step with autograd's multithreading off: its backward runs on the
+    calling thread, as the CPU's does, not on the device's thread (a diagnostic:
+    not how the device runs)."""
+    def run():
+        with torch.autograd.set_multithreading_enabled(False):
+            step()
+    return run
+
+
 def step_breakdown(neuron_step, cpu_step, repeats: int) -> Table:
-    """Where the neuron step's extra time over the CPU step goes: the engine's
-    handoff (measured alone) and the remainder, which is the emulator's."""
-    neuron_step(), cpu_step()
-    n, c = [], []
+    """Where the neuron step's extra time over the CPU step goes, from three
+    sides timed alternately: the step as it runs, the same step with its
+    backward on the caller's thread, and the CPU step. The first difference is
+    what autograd's device thread costs the step, the second the emulator's;
+    the engine's handoff timed alone (a model of it) is shown beside them."""
+    caller_step = on_caller_thread(neuron_step)
+    sides = (neuron_step, caller_step, cpu_step)
+    times = [[] for _ in sides]
+    for fn in sides:
+        fn()
     for _ in range(repeats):
-        n.append(batch(neuron_step, 50))
-        c.append(batch(cpu_step, 50))
-    neuron, cpu = statistics.median(n), statistics.median(c)
+        for fn, t in zip(sides, times):
+            t.append(batch(fn, 50))
+    neuron, caller, cpu = (statistics.median(t) for t in times)
     handoff = handoff_seconds(repeats)
-    extra = neuron - cpu
-    table = Table(STEP_GROUP, ["MLP step (medians)", "neuron step", "CPU step", "neuron - CPU",
-                               "autograd handoff (round trip)", "remainder: the emulator"])
-    table.add("64-128-128-10, batch 32", f"{neuron * 1e6:,.1f} µs", f"{cpu * 1e6:,.1f} µs", f"{extra * 1e6:,.1f} µs",
-              f"{handoff * 1e6:,.1f} µs ({handoff / extra:.0%})" if extra > 0 else f"{handoff * 1e6:,.1f} µs",
-              f"{(extra - handoff) * 1e6:,.1f} µs ({(extra - handoff) / cpu:.0%} of the CPU step)")
+
+    def us(seconds, of=None):
+        return f"{seconds * 1e6:,.1f} µs" + (f" ({seconds / of:.0%} of the CPU step)" if of else "")
+    table = Table(STEP_GROUP, ["MLP step (medians)", "neuron step", "backward on the caller's thread", "CPU step",
+                               "neuron - CPU", "autograd's device thread", "handoff alone (round trip)",
+                               "remainder: the emulator"])
+    table.add("64-128-128-10, batch 32", us(neuron), us(caller), us(cpu), us(neuron - cpu),
+              us(neuron - caller, cpu), us(handoff), us(caller - cpu, cpu))
     return table
 
 

@@ -39,9 +39,11 @@ START, END = "<!-- benchmarks: start (benchmarks/run_all.py writes this) -->", "
 
 TITLES = {
     "ops": "Ops and copies (`benchmarks/bench_ops.py`)",
-    "ops-step": "Where the MLP step's extra time goes (`benchmarks/bench_ops.py`; medians of the same batches: "
-                "the neuron step minus the CPU step, of which the autograd engine's device-thread round trip, timed "
-                "alone in C++ as the engine makes it, and the remainder, the emulator's)",
+    "ops-step": "Where the MLP step's extra time goes (`benchmarks/bench_ops.py`; medians of batches alternating "
+                "three sides: the neuron step, the same with its backward on the caller's thread (autograd's "
+                "multithreading off, a diagnostic) and the CPU step. The first minus the second is what autograd's "
+                "device thread costs the step, the second minus the CPU step the emulator's own cost; beside them "
+                "the engine's handoff round trip timed alone in C++, a model of it)",
     "memory": "Allocation churn (`benchmarks/bench_memory.py`)",
     "report": "Cost of an active migration report (`benchmarks/bench_report.py`; ratio: report on / off)",
     "report-page": "The migration report page in headless Chromium (`benchmarks/bench_report_page.py`; the "
