@@ -40,7 +40,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from timing import Row, Table, cli
+from timing import Row, Table, cli, on_caller_thread
 
 GROUP, SWITCHES_GROUP = "distributed", "distributed-switches"
 ROWS = os.environ.get("NEURON_SIM_BENCH_ROWS", "")  # --rows, handed to the spawned ranks
@@ -108,9 +108,7 @@ def p2p(t, peer, rank):
 def gpipe_step(rank, dev, backward_on_caller=False):
     """One training step of mlp() split after its second Linear, on `dev` (rank r's
     stage on neuron:r, or on the CPU, whose send/recv go to gloo). backward_on_caller:
-    autograd runs each backward on the calling thread instead of the device's own
-    thread (PyTorch's engine gives every non-CPU device one; not how the device runs,
-    a diagnostic of what the hand-off to that thread costs the step)."""
+    each backward on the calling thread (timing.on_caller_thread, a diagnostic)."""
     from torch.distributed.pipelining import ScheduleGPipe, SplitPoint, pipeline
 
     x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
@@ -125,10 +123,7 @@ def gpipe_step(rank, dev, backward_on_caller=False):
         sched.step(x) if rank == 0 else sched.step(target=y)
         opt.step()
 
-    def run_on_caller():
-        with torch.autograd.set_multithreading_enabled(False):
-            run()
-    return run_on_caller if backward_on_caller else run
+    return on_caller_thread(run) if backward_on_caller else run
 
 
 def worker(rank, world, port, repeats, threads, out):

@@ -47,7 +47,7 @@ import statistics
 import torch
 
 import torch_neuron_sim  # noqa: F401  (registers the device)
-from timing import Row, Table, batch, cli, ratio
+from timing import Row, Table, batch, cli, on_caller_thread, ratio
 from torch_neuron_sim import _C
 
 GROUP, STEP_GROUP = "ops", "ops-step"
@@ -70,16 +70,6 @@ def mlp_step(device: str):
 def handoff_seconds(repeats: int, round_trips: int = 200) -> float:
     """The engine's device-thread round trip, median of `repeats` batches."""
     return statistics.median(_C._autograd_handoff_round_trip(round_trips) for _ in range(repeats))
-
-
-def on_caller_thread(step):
-    """The step with autograd's multithreading off: its backward runs on the
-    calling thread, as the CPU's does, not on the device's thread (a diagnostic:
-    not how the device runs)."""
-    def run():
-        with torch.autograd.set_multithreading_enabled(False):
-            step()
-    return run
 
 
 def step_breakdown(neuron_step, cpu_step, repeats: int) -> Table:

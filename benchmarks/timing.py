@@ -76,6 +76,19 @@ class Table:
         print("   ".join(f"{c}: {v}" for c, v in zip(self.columns, cells)), flush=True)
 
 
+def on_caller_thread(step: Callable[[], object]) -> Callable[[], None]:
+    """`step` with autograd's multithreading off: its backward runs on the
+    calling thread, as the CPU's does, not on the thread PyTorch's engine gives
+    every non-CPU device (a diagnostic of what that thread costs: not how the
+    device runs)."""
+    import torch
+
+    def run():
+        with torch.autograd.set_multithreading_enabled(False):
+            step()
+    return run
+
+
 def cli(repeats: int, **options: tuple[type, object, str]) -> argparse.Namespace:
     """The command line of a benchmark run on its own: --repeats N (default:
     what run_all.py uses), --threads T (torch threads; 1, as in run_all.py)
