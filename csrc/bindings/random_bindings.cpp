@@ -19,6 +19,10 @@ void registerRandomBindings(py::module_& m) {
   m.def("_device_rng_stream", &deviceRngStream);
   // A device's default generator as a torch.Generator (torch_neuronx._C._get_default_generator).
   m.def("_get_default_generator", [](int i) { return defaultGenerator(static_cast<c10::DeviceIndex>(i)); });
+  // The seam where code outside an op's kernel (a compiled graph's random
+  // ops) draws from a device's stream: a CPU generator seeded from the
+  // device generator's (seed, offset), the offset advanced as a native op's draw advances it.
+  m.def("_host_generator", [](int i) { return hostGeneratorOf(defaultGenerator(static_cast<c10::DeviceIndex>(i))); });
   m.def("_rng_manual_seed", [](int i, uint64_t seed) {
     at::Generator g = defaultGenerator(i);
     std::lock_guard<std::mutex> lock(g.mutex());

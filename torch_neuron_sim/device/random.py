@@ -72,6 +72,13 @@ def default_generator(device: int = 0) -> torch.Generator:
     return _C._get_default_generator(device)
 
 
+def host_generator(device: _DeviceLike = None) -> torch.Generator:
+    """A CPU generator that draws a device's next random numbers: seeded from
+    the device generator's (seed, offset), whose offset advances as for one
+    native random op. Compiled graphs' random ops draw through it."""
+    return _C._host_generator(_checked(device))
+
+
 def set_rng_source(source: str) -> None:
     """'cpu' (default, as TorchNeuron): random ops on neuron draw from the CPU
     default generator. 'device': from the device's own generator."""
