@@ -54,7 +54,7 @@ $(STAMPS)/browser:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium fonts-dejavu-core; }
 	touch $@
 
-# The docs site, warnings as errors (tests/test_docs_site.py builds it too).
+# The docs site, warnings as errors (tests/docs/test_docs_site.py builds it too).
 docs: setup
 	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
 	@echo "docs: open docs/_build/html/index.html"
@@ -77,11 +77,11 @@ test-deep: setup browser
 # Reruns the OpInfo suite in full (every dtype, every reference input) and
 # rewrites docs/op-coverage.md from the results.
 op-coverage: setup
-	NEURON_SIM_OPINFO=write $(PY) -m pytest -q tests/opinfo
+	NEURON_SIM_OPINFO=write $(PY) -m pytest -q tests/testing/opinfo
 
 # Which native ops are computed in a wider dtype (docs/dtype-widening.md).
 dtype-widening: setup
-	$(PY) tests/opinfo/dtype_sweep.py > docs/dtype-widening.md
+	$(PY) tests/testing/opinfo/dtype_sweep.py > docs/dtype-widening.md
 
 # The extension built with AddressSanitizer + UndefinedBehaviorSanitizer in
 # its own directory (build-sanitize/; the normal build is untouched), then the
@@ -90,10 +90,10 @@ dtype-widening: setup
 # `make test`: the sanitizer flags share no object with the normal build, so
 # every C++ file compiles again, and the tests run slower under
 # ASan (docs/sanitizer.md gives the last run's figures).
-SANITIZE_TESTS ?= tests/test_execution.py tests/test_structured_fallback.py tests/test_memory_api.py tests/test_memory_debug.py \
-	tests/test_memory_reliability.py tests/test_streams.py tests/test_dtype_policy.py tests/test_errors.py \
-	tests/test_registration.py tests/test_attention.py tests/test_random.py tests/test_pinned_memory.py \
-	tests/test_complex_views.py tests/test_dtype_widening.py tests/test_unsupported.py
+SANITIZE_TESTS ?= tests/execution/test_execution.py tests/execution/test_structured_fallback.py tests/memory/test_memory_api.py tests/memory/test_memory_debug.py \
+	tests/memory/test_memory_reliability.py tests/device/test_streams.py tests/execution/test_dtype_policy.py tests/execution/test_errors.py \
+	tests/device/test_registration.py tests/execution/test_attention.py tests/device/test_random.py tests/memory/test_pinned_memory.py \
+	tests/execution/test_complex_views.py tests/execution/test_dtype_widening.py tests/execution/test_unsupported.py
 test-sanitize: setup
 	$(BUILD_ENV) $(PY) scripts/test_sanitize.py $(SANITIZE_TESTS)
 

@@ -2,7 +2,7 @@
 (docs/profiling.md, "Reading a trace"). Writes step_trace.json for Perfetto.
 
 `python examples/profile_step.py --write-doc` also rewrites that section's figures in
-docs/profiling.md from this run (tests/test_profiling_doc.py checks the parts a run
+docs/profiling.md from this run (tests/docs/test_profiling_doc.py checks the parts a run
 cannot change: the modelled times of the native ops, from their shapes, and which ops
 fell back)."""
 import logging

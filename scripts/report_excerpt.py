@@ -1,7 +1,7 @@
 """docs/migration-report.md shows the migration report of
 examples/transformer_lm.py as `make demo` prints it. This script runs that
 command and writes its report between the page's markers, so the page shows
-what the current code prints, not a pasted copy; tests/test_docs.py runs the
+what the current code prints, not a pasted copy; tests/docs/test_docs.py runs the
 same command and fails when the page's excerpt no longer matches.
 
 The report of this run is deterministic (counts, bytes, the device

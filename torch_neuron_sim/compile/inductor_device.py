@@ -1,5 +1,5 @@
 """Inductor on the `neuron` device: the one place the emulator adapts
-PyTorch's compiler (torch 2.13; tests/test_compile.py runs it against the
+PyTorch's compiler (torch 2.13; tests/compile/test_compile.py runs it against the
 pinned version). Arena memory is host memory, so Inductor's CPU code
 generation (C++ kernels, fused loops) can run on neuron tensors unchanged:
 the generated kernels take raw pointers, the wrapper allocates its buffers

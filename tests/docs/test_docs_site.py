@@ -12,7 +12,7 @@ import pytest
 
 from browser import Page
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

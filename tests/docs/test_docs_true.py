@@ -8,7 +8,7 @@ from torch_neuron_sim import native_ops
 from torch_neuron_sim.execution import tracking
 from torch_neuron_sim.execution.native_ops import render
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 EXCERPT = re.compile(r"<!-- source: (\S+) -->\s*\n```\w*\n(.*?)```", re.S)
 

@@ -128,7 +128,7 @@ def test_docs_code_excerpts_match_the_source():
     import pathlib
     import re
 
-    root = pathlib.Path(__file__).resolve().parents[1]
+    root = pathlib.Path(__file__).resolve().parents[2]
     doc = (root / "docs" / "memory.md").read_text()
     source = " ".join((root / "csrc" / "runtime" / "arena.cpp").read_text().split())
     for block in re.findall(r"```cpp\n(.*?)```", doc, re.S):

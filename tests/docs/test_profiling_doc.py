@@ -8,7 +8,7 @@ from pathlib import Path
 
 from conftest import run_python
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "profiling.md"
 
 

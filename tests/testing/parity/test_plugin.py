@@ -79,7 +79,7 @@ def _docs_first_parity_example() -> str:
     import re
     from pathlib import Path
 
-    page = (Path(__file__).resolve().parents[2] / "docs" / "testing.md").read_text()
+    page = (Path(__file__).resolve().parents[3] / "docs" / "testing.md").read_text()
     return next(code for code in re.findall(r"```python\n(.*?)```", page, re.S) if "@given" in code)
 
 

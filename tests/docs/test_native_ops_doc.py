@@ -16,7 +16,7 @@ def default_native_ops():
     torch_neuron_sim.native_ops.load()
 
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_doc_is_the_rendered_table():

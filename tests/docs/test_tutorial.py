@@ -8,7 +8,7 @@ from pathlib import Path
 
 from conftest import run_python
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "tutorial-add-an-op.md"
 RUN = re.compile(r"<!-- tutorial: run -->\s*\n```python\n(.*?)```", re.S)
 EXCERPT = re.compile(r"<!-- source: (\S+) -->\s*\n```\w*\n(.*?)```", re.S)

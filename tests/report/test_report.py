@@ -22,7 +22,7 @@ def default_native_ops():
     torch_neuron_sim.native_ops.load()
 
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = textwrap.dedent("""\
     import sys

@@ -21,7 +21,7 @@ import torch_neuron_sim
 from browser import Chart, Page, bokeh_ready, colored_pixels
 from torch_neuron_sim import report_html
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BLUE, ORANGE = (0x2B, 0x7B, 0xBA), (0xE8, 0x74, 0x3B)  # the page's native and fallback colours
 
 SCRIPT = textwrap.dedent("""\

@@ -241,7 +241,7 @@ def test_execution_paths_route_ops_and_restore_the_table():
 # ---- the tutorial's example runs as written ------------------------------------------------------
 def test_docs_ten_line_example_runs():
     from pathlib import Path
-    text = (Path(__file__).parents[2] / "docs" / "testing.md").read_text()
+    text = (Path(__file__).parents[3] / "docs" / "testing.md").read_text()
     code = text.split("```python\n", 1)[1].split("```", 1)[0]
     namespace: dict = {}
     exec(compile(code, "docs/testing.md", "exec"), namespace)

@@ -71,11 +71,11 @@ CASES += cases("tensordot", (F32,), lambda dtype, data: parity(
 # linear is one device op; the CPU's linear rounds differently by input layout
 # (addmm with the bias fused for a contiguous input, matmul then add otherwise),
 # and a neuron copy of a gapped CPU tensor is contiguous: one half-precision
-# rounding of the bias add may differ: float16 outputs get the tolerance
-# float16 gradients have (parity's default for grads, a few roundings).
+# rounding of the bias add may differ: half-precision outputs get the tolerance
+# their gradients have (parity's default for grads, a few roundings).
 CASES += cases("linear", F32_BF16_F16, lambda dtype, data: parity(
     torch.nn.functional.linear, _t(data, dtype, (2, 3, 4)), _t(data, dtype, (5, 4)), _t(data, dtype, (5,)),
-    grad=True, **(dict(zip(("rtol", "atol"), tolerance(dtype, grad=True))) if dtype == F16 else {})))
+    grad=True, **(dict(zip(("rtol", "atol"), tolerance(dtype, grad=True))) if dtype in (F16, BF16) else {})))
 CASES += cases("cross", (F32,), lambda dtype, data: parity(
     lambda a, b: torch.linalg.cross(a, b), _t(data, dtype, (4, 3)), _t(data, dtype, (4, 3)), grad=True))
 CASES += cases("tril_triu", F32_BF16, lambda dtype, data: parity(

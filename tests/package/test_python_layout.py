@@ -5,7 +5,7 @@ import ast
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "torch_neuron_sim"
 MAX_LINES = 400
 

@@ -115,7 +115,7 @@ def test_tracking_rules_are_data_rendered_in_the_docs():
 
     from torch_neuron_sim.execution.native_ops import render_rules
 
-    page = Path(__file__).resolve().parents[1] / "docs" / "op-tracking.md"
+    page = Path(__file__).resolve().parents[2] / "docs" / "op-tracking.md"
     assert page.read_text() == render_rules.render()
     rules = torch_neuron_sim.native_ops.read_rules()
     assert ("record", "aten::div.Tensor", "aten::div.out") in [r[:3] for r in rules]
@@ -640,7 +640,7 @@ def test_a_channels_last_resnet_trains_as_on_the_cpu_and_the_report_shows_the_fa
 
 
 def test_opinfo_cells_with_channels_last_samples_match_the_cpu():
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent / "opinfo"))
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1] / "testing" / "opinfo"))
     import opinfo_suite as suite
     from torch.testing._internal.common_methods_invocations import op_db
 

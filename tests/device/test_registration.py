@@ -48,7 +48,7 @@ def test_accelerator_api():
 def test_accelerator_synchronize_reaches_the_device(nrt_streams):
     """torch.accelerator.synchronize() is the device's synchronize: after it,
     a tensor written on one stream may be read on another (the stream-order
-    checker reports that read without it, tests/test_stream_check.py), and
+    checker reports that read without it, tests/device/test_stream_check.py), and
     a device that does not exist is an error naming the valid ones."""
     from torch_neuron_sim.stream_check import StreamOrderError, check_stream_order
 

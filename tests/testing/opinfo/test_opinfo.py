@@ -14,7 +14,7 @@ docs/op-coverage.md.
 Every run fails on any crash, on any cell worse than the committed table, on a
 pass rate below the committed table's for the same entries, on a cell where the
 device newly accepts what the CPU rejects, and on a difference
-tests/opinfo/explanations.py does not explain (keyed by op, dtype and
+tests/testing/opinfo/explanations.py does not explain (keyed by op, dtype and
 direction). The project's targets (opinfo_suite.TARGETS) are printed beside the
 run's rates, and docs/op-coverage.md shows whether its table meets them.
 """
@@ -27,7 +27,7 @@ import pytest
 import opinfo_suite as suite
 from explanations import EXPLAINED
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "op-coverage.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "op-coverage.md"
 MODE = os.environ.get("NEURON_SIM_OPINFO", "")
 DEEP = MODE in ("deep", "write")
 WRITE = MODE == "write"
@@ -115,7 +115,7 @@ def test_every_difference_is_explained(run):
     missing = [f"{k} {c[0]} {c[1]}: {r.status} ({r.detail[:120]})" for k, row in run.results.items()
                for c, r in row.items() if r.status in suite.DIFFERENCES and r.status != suite.CRASH
                and suite.explanation(EXPLAINED, k, *c) is None]
-    assert not missing, (f"differences without an explanation in tests/opinfo/explanations.py, keyed by "
+    assert not missing, (f"differences without an explanation in tests/testing/opinfo/explanations.py, keyed by "
                          f"(op, dtype, direction) ({run.which}):\n" + "\n".join(missing))
 
 
