@@ -1,7 +1,7 @@
 """Random numbers on neuron: one default generator per device with the real
 16-byte (seed, offset) state, torch.manual_seed reaching it, statistically
 sound draws. By default draws come from the CPU stream, as on TorchNeuron
-(tests/device/test_device_fidelity.py); the opt-in device stream (NEURON_SIM_RNG=device)
+(tests/device/test_random_cpu_stream.py); the opt-in device stream (NEURON_SIM_RNG=device)
 is reproducible and independent of the CPU generator (the `device_stream` tests)."""
 import math
 

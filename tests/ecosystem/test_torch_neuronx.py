@@ -99,7 +99,7 @@ def test_module_functions_match_the_real_names():
     files); the others are checked here by what they do."""
     from torch_neuron_sim import torch_neuronx
     # set_device and get_device_properties are not: torch.neuron's go through torch_neuronx's, as on the
-    # device, so a test that patches torch_neuronx.set_device sees the call (test_device_fidelity.py).
+    # device, so a test that patches torch_neuronx.set_device sees the call (test_torch_neuronx_internals.py).
     for name in ("device_count", "current_device", "empty_cache",
                  "synchronize", "current_stream", "default_stream", "set_stream", "stream", "device", "Stream",
                  "Event", "memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved",

@@ -81,7 +81,7 @@ def _mha(dtype, data):
     m.eval()  # eval without grad takes the fused _native_multi_head_attention path
     with torch.no_grad():
         # need_weights=False, as on Trainium: the device's fused kernel refuses to
-        # return attention weights (test_device_fidelity checks that message), and
+        # return attention weights (test_device_messages checks that message), and
         # returns an empty tensor where the CPU returns None: the output is compared.
         parity(lambda m, q: m(q, q, q, need_weights=False)[0], m, q, **tol)
 
