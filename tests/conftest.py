@@ -88,9 +88,19 @@ def nrt_streams():
 
 @pytest.fixture
 def device_stream():
-    """NEURON_SIM_RNG=device for the test: random ops on neuron draw from the
-    device's own generator (the opt-in model of a release with native random
-    ops); the default is the CPU stream, as on TorchNeuron."""
-    torch_neuron_sim.random.set_rng_source("device")
+    """NEURON_SIM_RNG=all for the test: every random op on neuron, the
+    fallback's included, draws from the device's own generator (the model of a
+    release where all random ops are native); by default, as in the release,
+    only ops that run on the device do."""
+    torch_neuron_sim.random.set_rng_source("all")
     yield
+    torch_neuron_sim.random.set_rng_source("device")
+
+
+@pytest.fixture
+def cpu_stream():
+    """NEURON_SIM_RNG=cpu for the test: every random op on neuron draws from the
+    CPU default generator (dropout equals CPU dropout)."""
     torch_neuron_sim.random.set_rng_source("cpu")
+    yield
+    torch_neuron_sim.random.set_rng_source("device")

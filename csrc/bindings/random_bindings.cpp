@@ -13,16 +13,21 @@
 namespace neuron_sim::bindings {
 
 void registerRandomBindings(py::module_& m) {
-  // Where random ops on neuron draw: the CPU default generator (false, as
-  // TorchNeuron) or each device's own generator (true, NEURON_SIM_RNG=device).
-  m.def("_set_device_rng_stream", &setDeviceRngStream);
-  m.def("_device_rng_stream", &deviceRngStream);
+  // Where random ops on neuron draw (NEURON_SIM_RNG): 0 cpu, 1 device (the
+  // release: ops that run on the device), 2 all (the fallback's too).
+  m.def("_set_rng_source", [](int source) {
+    TORCH_CHECK(source >= 0 && source <= 2, "rng source must be 0 (cpu), 1 (device) or 2 (all)");
+    setRngSource(static_cast<RngSource>(source));
+  });
+  m.def("_rng_source", [] { return static_cast<int>(rngSource()); });
   // A device's default generator as a torch.Generator (torch_neuronx._C._get_default_generator).
   m.def("_get_default_generator", [](int i) { return defaultGenerator(static_cast<c10::DeviceIndex>(i)); });
   // The seam where code outside an op's kernel (a compiled graph's random
   // ops) draws from a device's stream: a CPU generator seeded from the
   // device generator's (seed, offset), the offset advanced as a native op's draw advances it.
-  m.def("_host_generator", [](int i) { return hostGeneratorOf(defaultGenerator(static_cast<c10::DeviceIndex>(i))); });
+  m.def("_host_generator", [](int i, uint64_t numbers) {
+    return hostGeneratorOf(defaultGenerator(static_cast<c10::DeviceIndex>(i)), numbers);
+  }, py::arg("device"), py::arg("numbers") = kPhiloxBlock);
   m.def("_rng_manual_seed", [](int i, uint64_t seed) {
     at::Generator g = defaultGenerator(i);
     std::lock_guard<std::mutex> lock(g.mutex());

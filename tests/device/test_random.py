@@ -1,8 +1,10 @@
 """Random numbers on neuron: one default generator per device with the real
 16-byte (seed, offset) state, torch.manual_seed reaching it, statistically
-sound draws. By default draws come from the CPU stream, as on TorchNeuron
-(tests/device/test_random_cpu_stream.py); the opt-in device stream (NEURON_SIM_RNG=device)
-is reproducible and independent of the CPU generator (the `device_stream` tests)."""
+sound draws. Ops that run on the device (dropout) draw from the device's
+generator and the fallback's from the CPU stream, as in the release
+(tests/device/test_random_streams.py); with every random op on the device stream
+(NEURON_SIM_RNG=all) each is reproducible and independent of the CPU
+generator (the `device_stream` tests)."""
 import math
 
 import pytest
@@ -72,9 +74,31 @@ def test_get_and_set_state_replays_the_device_stream(device_stream):
     assert torch.equal(torch.randn(3, device=D).cpu(), b)
 
 
-def test_wrong_state_size_is_the_real_error():
+def test_wrong_state_size_or_dtype_is_a_clear_error():
+    N.manual_seed(6)
+    before = N.get_rng_state()
     with pytest.raises(RuntimeError, match="RNG state is wrong size"):
         N.set_rng_state(torch.zeros(5, dtype=torch.uint8))
+    with pytest.raises(TypeError, match="RNG state must be a torch.ByteTensor"):
+        N.set_rng_state(torch.zeros(16))  # float32: not silently converted
+    with pytest.raises(TypeError, match="RNG state must be a torch.ByteTensor"):
+        N.set_rng_state(list(range(16)))
+    assert torch.equal(N.get_rng_state(), before)  # the generator is untouched and usable
+    torch.nn.functional.dropout(torch.ones(8, device=D), 0.5)
+
+
+def test_host_generator_advances_the_offset_by_the_numbers_drawn():
+    from torch_neuron_sim.device.random import host_generator
+
+    N.manual_seed(21)
+    g = host_generator(0, numbers=10)  # rounded up to whole Philox blocks of 4
+    assert g.device.type == "cpu"
+    assert int.from_bytes(bytes(N.get_rng_state()[8:].tolist()), "little") == 12
+    a = torch.rand(5, generator=g)
+    host_generator(0)  # one block by default
+    assert int.from_bytes(bytes(N.get_rng_state()[8:].tolist()), "little") == 16
+    N.manual_seed(21)
+    assert torch.equal(torch.rand(5, generator=host_generator(0, numbers=10)), a)  # reproducible for a seed
 
 
 def test_torch_manual_seed_seeds_every_neuron_device():

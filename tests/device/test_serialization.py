@@ -127,7 +127,7 @@ def build():
     return model, opt
 
 def step(model, opt):
-    x = torch.randn(8, 16, device="neuron")     # data and dropout draw from the neuron generator
+    x = torch.randn(8, 16, device="neuron")     # data from the CPU generator, dropout from the device's
     y = torch.randint(0, 4, (8,), device="neuron")
     loss = torch.nn.functional.cross_entropy(model(x), y)
     opt.zero_grad()
@@ -176,8 +176,8 @@ torch.save({{"losses": losses, "state": {{k: v.cpu() for k, v in model.state_dic
 
 
 def test_generator_roundtrip_continues_its_stream(device_stream):
-    # Drawing from a neuron generator needs the device stream (NEURON_SIM_RNG=device):
-    # by default random ops on neuron take CPU generators, as on TorchNeuron.
+    # rand falls back to the CPU, whose kernel takes CPU generators (as the release's
+    # fallback does); NEURON_SIM_RNG=all lets it draw from a neuron generator.
     g = torch.Generator(device="neuron:1").manual_seed(5)
     torch.rand(3, device="neuron:1", generator=g)
     g2 = _roundtrip(g, weights_only=False)

@@ -2,13 +2,14 @@
 torch_neuronx's 16-byte state (uint64 seed, int64 offset). torch.manual_seed
 seeds neuron too (PyTorch calls torch.neuron.manual_seed_all).
 
-Where random tensors come from (docs/random.md): as on TorchNeuron, no random
-op runs natively, so the CPU fallback draws them from the CPU default
-generator - `torch.manual_seed(0); torch.randn(4, device="neuron")` equals the
-CPU's `torch.randn(4)` - and the device generators' state is only kept.
-NEURON_SIM_RNG=device (or set_rng_source("device")) models a future release
-with native random ops: each device then draws from its own generator, a
-stream independent of the CPU's."""
+Where random numbers come from (docs/random.md), as in the release: random
+ops that run on the device (native_dropout, fused attention's dropout, random
+ops inside compiled graphs) draw from the device's generator, whose offset
+advances by the numbers each op consumes; random ops that fall back run on the
+CPU and draw from the CPU default generator. NEURON_SIM_RNG=cpu (or
+set_rng_source("cpu")) makes every random op draw from the CPU stream (dropout
+equal to CPU dropout); NEURON_SIM_RNG=all makes the fallback's random ops draw
+from the device's generator too, modelling a release where all are native."""
 from __future__ import annotations
 
 import os
@@ -51,7 +52,10 @@ def get_rng_state(device: _DeviceLike = None) -> torch.Tensor:
 
 def set_rng_state(new_state: torch.Tensor, device: _DeviceLike = None) -> None:
     """Restore a state from get_rng_state (16 bytes; 8 bytes sets the seed only)."""
-    data = new_state.detach().to("cpu", torch.uint8).contiguous().numpy().tobytes()
+    if not isinstance(new_state, torch.Tensor) or new_state.dtype != torch.uint8:
+        got = new_state.dtype if isinstance(new_state, torch.Tensor) else type(new_state).__name__
+        raise TypeError(f"RNG state must be a torch.ByteTensor (uint8), got {got}")
+    data = new_state.detach().cpu().contiguous().numpy().tobytes()
     _C._rng_set_state(_checked(device), data)
 
 
@@ -72,27 +76,33 @@ def default_generator(device: int = 0) -> torch.Generator:
     return _C._get_default_generator(device)
 
 
-def host_generator(device: _DeviceLike = None) -> torch.Generator:
+def host_generator(device: _DeviceLike = None, numbers: int = 4) -> torch.Generator:
     """A CPU generator that draws a device's next random numbers: seeded from
-    the device generator's (seed, offset), whose offset advances as for one
+    the device generator's (seed, offset), whose offset advances past the
+    `numbers` the caller will draw (in whole Philox blocks of 4), as for one
     native random op. Compiled graphs' random ops draw through it."""
-    return _C._host_generator(_checked(device))
+    return _C._host_generator(_checked(device), max(int(numbers), 1))
+
+
+_SOURCES = ("cpu", "device", "all")
 
 
 def set_rng_source(source: str) -> None:
-    """'cpu' (default, as TorchNeuron): random ops on neuron draw from the CPU
-    default generator. 'device': from the device's own generator."""
-    if source not in ("cpu", "device"):
-        raise ValueError(f"rng source {source!r}: use 'cpu' (default, as TorchNeuron) or 'device'")
-    _C._set_device_rng_stream(source == "device")
+    """'device' (default, as the release): random ops that run on the device
+    draw from its generator, the fallback's from the CPU generator. 'cpu':
+    every random op draws from the CPU default generator. 'all': every random
+    op on neuron draws from the device's generator."""
+    if source not in _SOURCES:
+        raise ValueError(f"rng source {source!r}: use 'device' (default, as the release), 'cpu' or 'all'")
+    _C._set_rng_source(_SOURCES.index(source))
 
 
 def rng_source() -> str:
-    return "device" if _C._device_rng_stream() else "cpu"
+    return _SOURCES[_C._rng_source()]
 
 
 def _install() -> None:
-    value = os.environ.get(RNG_ENV, "").strip().lower() or "cpu"
-    if value not in ("cpu", "device"):
-        raise ValueError(f"{RNG_ENV}={value!r}: use 'cpu' (default, as TorchNeuron) or 'device'")
+    value = os.environ.get(RNG_ENV, "").strip().lower() or "device"
+    if value not in _SOURCES:
+        raise ValueError(f"{RNG_ENV}={value!r}: use 'device' (default, as the release), 'cpu' or 'all'")
     set_rng_source(value)

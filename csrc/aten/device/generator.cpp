@@ -23,12 +23,13 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-std::atomic<bool> g_device_rng{false};
+std::atomic<RngSource> g_rng_source{RngSource::kDevice};
 
 }  // namespace
 
-bool deviceRngStream() { return g_device_rng.load(std::memory_order_relaxed); }
-void setDeviceRngStream(bool on) { g_device_rng.store(on); }
+RngSource rngSource() { return g_rng_source.load(std::memory_order_relaxed); }
+void setRngSource(RngSource source) { g_rng_source.store(source); }
+bool deviceRngStream() { return rngSource() != RngSource::kCpu; }
 
 NeuronGeneratorImpl::NeuronGeneratorImpl(c10::DeviceIndex index, uint64_t seed)
     : c10::GeneratorImpl(neuronDevice(index), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
@@ -64,12 +65,13 @@ c10::intrusive_ptr<c10::TensorImpl> NeuronGeneratorImpl::get_state() const {
   return t.unsafeReleaseIntrusivePtr();
 }
 
-at::Generator NeuronGeneratorImpl::nextHostGenerator() {
+at::Generator NeuronGeneratorImpl::nextHostGenerator(uint64_t numbers) {
+  const uint64_t blocks = numbers == 0 ? 1 : (numbers + kPhiloxBlock - 1) / kPhiloxBlock;
   uint64_t seed;
   {
     std::lock_guard<std::mutex> g(mutex_);
     seed = mix(seed_ ^ mix(offset_));
-    offset_++;
+    offset_ += blocks * kPhiloxBlock;
   }
   return at::make_generator<at::CPUGeneratorImpl>(seed);
 }
@@ -95,25 +97,33 @@ const at::Generator& defaultGenerator(c10::DeviceIndex index) {
   return gens[index];
 }
 
-at::Generator hostGeneratorOf(const at::Generator& g) {
+at::Generator hostGeneratorOf(const at::Generator& g, uint64_t numbers) {
   // As on cuda, a random op on the device takes only a generator of the device.
   TORCH_CHECK(g.device().type() == kNeuron, "Expected a 'neuron' device type for generator but found '",
               c10::DeviceTypeName(g.device().type(), /*lower_case=*/true), "'");
-  return g.get<NeuronGeneratorImpl>()->nextHostGenerator();
+  return g.get<NeuronGeneratorImpl>()->nextHostGenerator(numbers);
 }
 
-HostDefaultGeneratorRedirect::HostDefaultGeneratorRedirect(const at::Generator& device_generator) {
-  at::Generator host = hostGeneratorOf(device_generator);
-  at::Generator cpu = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(cpu.mutex());
-  saved_ = cpu.get_state();
-  cpu.set_state(host.get_state());
+// The engines are swapped directly (no state tensors): the redirect costs a
+// few kilobytes of copying per dropout, not a serialisation of both states.
+HostDefaultGeneratorRedirect::HostDefaultGeneratorRedirect(const at::Generator& device_generator, uint64_t numbers) {
+  at::Generator host = hostGeneratorOf(device_generator, numbers);
+  auto* cpu = at::check_generator<at::CPUGeneratorImpl>(at::detail::getDefaultCPUGenerator());
+  std::lock_guard<std::mutex> lock(cpu->mutex_);
+  saved_engine_ = cpu->engine();
+  saved_float_normal_ = cpu->next_float_normal_sample();
+  saved_double_normal_ = cpu->next_double_normal_sample();
+  cpu->set_engine(host.get<at::CPUGeneratorImpl>()->engine());
+  cpu->set_next_float_normal_sample(std::nullopt);
+  cpu->set_next_double_normal_sample(std::nullopt);
 }
 
 HostDefaultGeneratorRedirect::~HostDefaultGeneratorRedirect() {
-  at::Generator cpu = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(cpu.mutex());
-  cpu.set_state(saved_);
+  auto* cpu = at::check_generator<at::CPUGeneratorImpl>(at::detail::getDefaultCPUGenerator());
+  std::lock_guard<std::mutex> lock(cpu->mutex_);
+  cpu->set_engine(saved_engine_);
+  cpu->set_next_float_normal_sample(saved_float_normal_);
+  cpu->set_next_double_normal_sample(saved_double_normal_);
 }
 
 }  // namespace neuron_sim

@@ -1,13 +1,16 @@
 // The default random generator of each neuron device: a counter-based state
 // of 16 bytes (seed, offset), as torch_neuronx's Philox generator has. CPU
-// kernels draw the numbers (the real backend draws dropout masks on the host
-// too): each random op gets a host generator seeded from (seed, offset), and
-// the offset advances. So neuron's stream is reproducible, restorable from
-// its 16-byte state, and independent of the CPU generator.
+// kernels draw the numbers: each random op that runs on the device gets a
+// host generator seeded from (seed, offset), and the offset advances by the
+// numbers the op consumes. So neuron's stream is reproducible, restorable
+// from its 16-byte state, and independent of the CPU generator.
 #pragma once
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/core/MT19937RNGEngine.h>
 #include <c10/core/GeneratorImpl.h>
+
+#include <optional>
 
 namespace neuron_sim {
 
@@ -22,8 +25,9 @@ class NeuronGeneratorImpl final : public c10::GeneratorImpl {
   void set_state(const c10::TensorImpl& state) override;
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
   // A host generator for the next random op, seeded from (seed, offset);
-  // advances the offset. Takes the generator's mutex.
-  at::Generator nextHostGenerator();
+  // advances the offset by `numbers` rounded up to whole Philox blocks.
+  // Takes the generator's mutex.
+  at::Generator nextHostGenerator(uint64_t numbers);
 
  private:
   NeuronGeneratorImpl* clone_impl() const override;
@@ -33,15 +37,28 @@ class NeuronGeneratorImpl final : public c10::GeneratorImpl {
 
 const at::Generator& defaultGenerator(c10::DeviceIndex index);
 
-// Where random ops on neuron draw. false (default, as TorchNeuron): no random
-// op is native there, so the CPU fallback draws from the CPU default
-// generator. true (NEURON_SIM_RNG=device): from the device's generator, an
-// independent stream, modelling a release with native random ops.
+// Where random ops on neuron draw (NEURON_SIM_RNG). kDevice (default, as the
+// release): ops that run on the device (native_dropout, fused attention's
+// dropout, compiled graphs) draw from the device's generator; random ops that
+// fall back run on the CPU and draw from the CPU default generator. kCpu:
+// every random op draws from the CPU stream (dropout equals CPU dropout).
+// kAll: the fallback's random ops draw from the device's generator too,
+// modelling a release where every random op is native.
+enum class RngSource : uint8_t { kCpu, kDevice, kAll };
+RngSource rngSource();
+void setRngSource(RngSource source);
+// Ops that run on the device draw from its generator.
 bool deviceRngStream();
-void setDeviceRngStream(bool on);
+// The CPU fallback's random ops draw from the device's generator too.
+inline bool fallbackDrawsDevice() { return rngSource() == RngSource::kAll; }
+
+// Philox yields four 32-bit numbers per counter value: an op's draw moves the
+// offset by whole blocks, as cuda's does.
+constexpr uint64_t kPhiloxBlock = 4;
 // The host generator a CPU kernel draws from on behalf of a neuron generator
-// (a fresh one per op: concurrent ops never share a host generator).
-at::Generator hostGeneratorOf(const at::Generator& g);
+// (a fresh one per op: concurrent ops never share a host generator), for an
+// op consuming `numbers` random numbers.
+at::Generator hostGeneratorOf(const at::Generator& g, uint64_t numbers = kPhiloxBlock);
 
 // A random op with no Generator? argument (native_dropout) draws from the CPU
 // default generator inside its CPU kernel. While alive, that generator draws
@@ -50,13 +67,15 @@ at::Generator hostGeneratorOf(const at::Generator& g);
 // threads drawing CPU numbers during that window would see the swap.)
 class HostDefaultGeneratorRedirect {
  public:
-  explicit HostDefaultGeneratorRedirect(const at::Generator& device_generator);
+  HostDefaultGeneratorRedirect(const at::Generator& device_generator, uint64_t numbers);
   ~HostDefaultGeneratorRedirect();
   HostDefaultGeneratorRedirect(const HostDefaultGeneratorRedirect&) = delete;
   HostDefaultGeneratorRedirect& operator=(const HostDefaultGeneratorRedirect&) = delete;
 
  private:
-  at::Tensor saved_;
+  at::mt19937 saved_engine_;
+  std::optional<float> saved_float_normal_;
+  std::optional<double> saved_double_normal_;
 };
 
 }  // namespace neuron_sim

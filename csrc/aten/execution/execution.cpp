@@ -136,7 +136,8 @@ void runNative(const c10::OperatorHandle& op, OpEntry& e, Stack* stack, const Ca
   for (size_t i = first; i < first + nargs; ++i) (*stack)[i] = aliasArg((*stack)[i], aliased);
   useDeviceGenerators(e, stack, first, device);
   std::optional<HostDefaultGeneratorRedirect> rng;  // native_dropout draws without a Generator? argument
-  if (C10_UNLIKELY(e.draws_host_default) && deviceRngStream()) rng.emplace(defaultGenerator(static_cast<c10::DeviceIndex>(device)));
+  if (C10_UNLIKELY(e.draws_host_default) && deviceRngStream())  // one number per element of its input
+    rng.emplace(defaultGenerator(static_cast<c10::DeviceIndex>(device)), static_cast<uint64_t>((*stack)[first].toTensor().numel()));
   Narrowed narrowed;  // the 64-bit rule: compute float64/int64 in 32 bits
   if (C10_UNLIKELY(facts.narrow)) narrowArguments(e, stack, first, nargs, narrowed);
   {
@@ -233,10 +234,13 @@ void runFallback(const c10::OperatorHandle& op, OpEntry& e, Stack* stack, const 
   }
   const size_t nargs = op.schema().arguments().size();
   const size_t first = stack->size() - nargs;
-  if (!e.generator_args.empty()) useDeviceGenerators(e, stack, first, facts.device);
+  // The fallback runs on the CPU and draws from the CPU generator, as the
+  // release's does (NEURON_SIM_RNG=all: from the device's).
+  if (!e.generator_args.empty() && fallbackDrawsDevice()) useDeviceGenerators(e, stack, first, facts.device);
   std::optional<HostDefaultGeneratorRedirect> rng;
-  if (C10_UNLIKELY(e.draws_host_default) && deviceRngStream())
-    rng.emplace(defaultGenerator(static_cast<c10::DeviceIndex>(facts.device)));
+  if (C10_UNLIKELY(e.draws_host_default) && fallbackDrawsDevice())
+    rng.emplace(defaultGenerator(static_cast<c10::DeviceIndex>(facts.device)),
+                static_cast<uint64_t>((*stack)[first].toTensor().numel()));
   const bool host_kernel = C10_UNLIKELY(e.host_kernel != nullptr) && !op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
   c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2> running_stats;  // (neuron tensor, host copy)
   if (C10_UNLIKELY(writesUndeclaredRunningStats(op))) {

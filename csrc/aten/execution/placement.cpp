@@ -2,6 +2,7 @@
 #include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "aten/execution/placement.h"
 
+#include <algorithm>
 #include <string>
 
 #include "aten/device/generator.h"
@@ -51,15 +52,36 @@ void checkGeneratorPlacement(const c10::OperatorHandle& op, const CallFacts& fac
               "on neuron)");
 }
 
-// NEURON_SIM_RNG=device only: random ops draw from the device's generator,
-// never from the CPU stream. By default (as on the device, where no random op
-// is native) the CPU kernel draws from the CPU default generator.
+// How many random numbers a call draws, read from its arguments before it
+// runs: the largest tensor, or the largest size list (`randn(size)`), or else
+// its first integer (`randperm(n)`). One per element; the offset advances by it.
+uint64_t numbersDrawn(const torch::jit::Stack& stack, size_t first) {
+  int64_t most = 0, first_int = 0;
+  for (size_t i = first; i < stack.size(); ++i) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor()) {
+      if (v.toTensor().defined()) most = std::max(most, v.toTensor().numel());
+    } else if (v.isIntList()) {
+      int64_t n = 1;
+      for (int64_t d : v.toIntList()) n *= std::max<int64_t>(d, 0);
+      most = std::max(most, n);
+    } else if (v.isInt() && first_int == 0) {
+      first_int = v.toInt();
+    }
+  }
+  return static_cast<uint64_t>(std::max<int64_t>(most > 0 ? most : first_int, 1));
+}
+
+// Random ops that run on the device draw from its generator, never from the
+// CPU stream (NEURON_SIM_RNG=cpu: the CPU kernel draws from the CPU default
+// generator).
 void useDeviceGenerators(const OpEntry& e, torch::jit::Stack* stack, size_t first, int device) {
-  if (!deviceRngStream()) return;
+  if (e.generator_args.empty() || !deviceRngStream()) return;
+  const uint64_t numbers = numbersDrawn(*stack, first);
   for (size_t i : e.generator_args) {
     c10::IValue& v = (*stack)[first + i];
     const at::Generator& g = v.isNone() ? defaultGenerator(static_cast<c10::DeviceIndex>(device)) : v.toGenerator();
-    v = hostGeneratorOf(g);
+    v = hostGeneratorOf(g, numbers);
   }
 }
 

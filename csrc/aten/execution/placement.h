@@ -2,8 +2,8 @@
 // Where a native call's tensors and generators are, as the device checks them
 // before running it (its Python ops check this before anything else): every
 // tensor input on one NeuronCore (0-dim CPU tensors aside), or the device's
-// message; a neuron generator only for an op on neuron; with
-// NEURON_SIM_RNG=device, the device's generators in place of the CPU's.
+// message; a neuron generator only for an op on neuron; the device's
+// generators in place of the CPU's for random ops that run on the device.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
@@ -19,7 +19,8 @@ inline bool onNeuron(const at::Tensor& t) { return t.defined() && t.device().typ
 // (the generator's dispatch key joins the op's key set): refused, as cuda does.
 void checkGeneratorPlacement(const c10::OperatorHandle& op, const CallFacts& facts);
 
-// NEURON_SIM_RNG=device only: the op's generator arguments become the device's.
+// The op's generator arguments become host generators drawing the device's
+// next numbers (not under NEURON_SIM_RNG=cpu).
 void useDeviceGenerators(const OpEntry& e, torch::jit::Stack* stack, size_t first, int device);
 
 // The walk's placement verdict applied: true to run natively, false when the

@@ -82,12 +82,12 @@ at::Tensor dropoutMask(c10::IntArrayRef shape, double p, uint64_t seed) {
   return at::empty(shape, at::TensorOptions().dtype(at::kFloat)).bernoulli_(1.0 - p, g).div_(1.0 - p);
 }
 
-// The seed of a dropout mask: from the CPU default generator, as the device
-// draws its masks on the CPU (NEURON_SIM_RNG=device: the device's stream).
-uint64_t drawSeed() {
-  at::Generator g = deviceRngStream()
-                        ? hostGeneratorOf(defaultGenerator(static_cast<c10::DeviceIndex>(currentDeviceIndex())))
-                        : at::detail::getDefaultCPUGenerator();
+// The seed of a dropout mask of `numbers` elements: from the device's
+// generator, whose offset advances by them (NEURON_SIM_RNG=cpu: from the CPU
+// default generator).
+uint64_t drawSeed(c10::DeviceIndex device, uint64_t numbers) {
+  at::Generator g = deviceRngStream() ? hostGeneratorOf(defaultGenerator(device), numbers)
+                                      : at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(g.mutex());
   return at::check_generator<at::CPUGeneratorImpl>(g)->random64();
 }
@@ -111,7 +111,7 @@ void fusedForward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   at::Tensor s = scores(q, k, bias, causal, scaleOf(q, scale));
   at::Tensor lse = s.logsumexp(-1);
   at::Tensor probs = (s - lse.unsqueeze(-1)).exp_();
-  const uint64_t seed = p > 0 ? drawSeed() : 0;
+  const uint64_t seed = p > 0 ? drawSeed(q.device().index(), static_cast<uint64_t>(probs.numel())) : 0;
   if (p > 0) probs.mul_(dropoutMask(probs.sizes(), p, seed));
   at::Tensor out = at::matmul(probs, v.to(at::kFloat)).to(q.scalar_type());
   const auto i64 = q.options().dtype(at::kLong), i32 = q.options().dtype(at::kInt);

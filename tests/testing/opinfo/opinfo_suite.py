@@ -12,8 +12,9 @@ differ). Backward: the same random
 cotangents on both sides, torch.autograd.grad over every input that
 requires grad, gradients compared the same way. op_db's declared skips for
 test_compare_cpu are honoured, except "non-deterministic" ones: random ops
-are compared by value after the same torch.manual_seed (the device draws
-from the CPU stream), by their distribution when values differ.
+are compared by value after the same torch.manual_seed (the fallback's
+random ops draw from the CPU stream), by their distribution when values
+differ (dropout draws from the device's generator).
 
 Crash isolation: checks run in `spawn`ed worker processes fed one task (one
 op, all its dtypes and directions) at a time over a pipe. A worker that
@@ -206,7 +207,7 @@ def _distribution_matches(actual, expected) -> bool:
 
 
 # Random ops op_db does not mark non-deterministic for test_compare_cpu (it
-# only does for CUDA): the device draws from its own generator.
+# only does for CUDA): they draw from a stream of their own on the device.
 RANDOM = {"nn.functional.alpha_dropout"}
 
 # Ops whose outputs are uninitialized memory: only dtypes and shapes compare.
