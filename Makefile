@@ -17,7 +17,7 @@ STAMPS := .stamps
 CCACHE_DIR_PATH := $(wildcard /usr/lib/ccache)
 BUILD_ENV := TORCH_DEVICE_BACKEND_AUTOLOAD=0 MAX_JOBS=2 $(if $(CCACHE_DIR_PATH),PATH=$(CCACHE_DIR_PATH):$$PATH CCACHE_BASEDIR=$(CURDIR) CCACHE_NOHASHDIR=1 CCACHE_SLOPPINESS=pch_defines$(comma)time_macros)
 
-.PHONY: setup ext demo test test-deep test-sanitize stress-exit op-coverage dtype-widening bench clean docs browser screenshot
+.PHONY: setup ext demo test test-deep test-sanitize test-tsan stress-exit op-coverage dtype-widening bench clean docs browser screenshot
 
 setup: ext $(STAMPS)/install
 
@@ -104,6 +104,16 @@ test-sanitize: setup
 # failed run's output is kept in build/stress-exit/.
 stress-exit: setup
 	$(PY) scripts/stress_exit.py --runs 200 --jobs 2
+
+# The extension built with ThreadSanitizer in build-tsan/ (the normal build is
+# untouched), then the tests that drive the C++ layers from several threads;
+# docs/sanitizer.md gets the run's figures and its suppressions with their
+# reasons (scripts/test_sanitize.py --thread). Not in `make test`, for the
+# same reason as test-sanitize.
+TSAN_TESTS ?= tests/device/test_concurrent_threads.py tests/test_streams.py tests/test_autograd_exit.py \
+	tests/test_memory_reliability.py tests/distributed/test_point_to_point.py tests/distributed/test_faults.py
+test-tsan: setup
+	$(BUILD_ENV) $(PY) scripts/test_sanitize.py --thread $(TSAN_TESTS)
 
 # Writes docs/benchmarks.md, the README's table and benchmarks/ratchets.json, and fails when
 # a missed aim got worse than its committed ratchet (figures come from this run only;
