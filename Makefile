@@ -17,7 +17,7 @@ STAMPS := .stamps
 CCACHE_DIR_PATH := $(wildcard /usr/lib/ccache)
 BUILD_ENV := TORCH_DEVICE_BACKEND_AUTOLOAD=0 MAX_JOBS=2 $(if $(CCACHE_DIR_PATH),PATH=$(CCACHE_DIR_PATH):$$PATH CCACHE_BASEDIR=$(CURDIR) CCACHE_NOHASHDIR=1 CCACHE_SLOPPINESS=pch_defines$(comma)time_macros)
 
-.PHONY: setup ext demo test test-deep test-sanitize op-coverage dtype-widening bench clean docs browser screenshot
+.PHONY: setup ext demo test test-deep test-sanitize test-tsan stress-exit op-coverage dtype-widening bench clean docs browser screenshot
 
 setup: ext $(STAMPS)/install
 
@@ -71,8 +71,10 @@ TEST_WORKERS ?= auto
 test: setup browser
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
+# Deep also means longer stress: the exit stress runs each program 200 times
+# (tests/device/test_exit_under_load.py; `make test` runs 10 of each).
 test-deep: setup browser
-	NEURON_SIM_HYPOTHESIS_PROFILE=deep NEURON_SIM_OPINFO=deep $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	NEURON_SIM_HYPOTHESIS_PROFILE=deep NEURON_SIM_OPINFO=deep NEURON_SIM_STRESS_RUNS=200 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # Reruns the OpInfo suite in full (every dtype, every reference input) and
 # rewrites docs/op-coverage.md from the results.
@@ -96,6 +98,22 @@ SANITIZE_TESTS ?= tests/execution/test_execution.py tests/execution/test_structu
 	tests/execution/test_complex_views.py tests/execution/test_dtype_widening.py tests/execution/test_unsupported.py
 test-sanitize: setup
 	$(BUILD_ENV) $(PY) scripts/test_sanitize.py $(SANITIZE_TESTS)
+
+# The README's example and the demo's training loop, 200 runs each, two at a
+# time, in fresh interpreters: 0 non-zero exits (an abort at exit is -6); a
+# failed run's output is kept in build/stress-exit/.
+stress-exit: setup
+	$(PY) scripts/stress_exit.py --runs 200 --jobs 2
+
+# The extension built with ThreadSanitizer in build-tsan/ (the normal build is
+# untouched), then the tests that drive the C++ layers from several threads;
+# docs/sanitizer.md gets the run's figures and its suppressions with their
+# reasons (scripts/test_sanitize.py --thread). Not in `make test`, for the
+# same reason as test-sanitize.
+TSAN_TESTS ?= tests/device/test_concurrent_threads.py tests/test_streams.py tests/test_autograd_exit.py \
+	tests/test_memory_reliability.py tests/distributed/test_point_to_point.py tests/distributed/test_faults.py
+test-tsan: setup
+	$(BUILD_ENV) $(PY) scripts/test_sanitize.py --thread $(TSAN_TESTS)
 
 # Writes docs/benchmarks.md, the README's table and benchmarks/ratchets.json, and fails when
 # a missed aim got worse than its committed ratchet (figures come from this run only;

@@ -30,9 +30,15 @@ if os.environ.get("TORCH_NEURON_SIM_NO_EXT") != "1":
     # backtraces still name functions. The sanitizer build below keeps -g.
     flags = ["-O2", "-Wno-unused-parameter", "-g0"]
     link_flags = []
-    if os.environ.get("NEURON_SIM_SANITIZE") == "1":  # make test-sanitize: ASan + UBSan build
+    sanitizer = os.environ.get("NEURON_SIM_SANITIZE")
+    if sanitizer == "1":  # make test-sanitize: ASan + UBSan build
         sanitize = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined"]
         flags = ["-O1", "-g", "-Wno-unused-parameter", *sanitize]
+        link_flags = sanitize
+    elif sanitizer == "thread":  # make test-tsan: ThreadSanitizer build
+        # -g1: line tables are what a race report needs, at a fraction of -g's compile time.
+        sanitize = ["-fsanitize=thread"]
+        flags = ["-O1", "-g1", "-fno-omit-frame-pointer", "-Wno-unused-parameter", *sanitize]
         link_flags = sanitize
     ext_modules = [
         CppExtension("torch_neuron_sim._C", sources, include_dirs=[csrc], extra_compile_args=flags,
@@ -47,7 +53,7 @@ if os.environ.get("TORCH_NEURON_SIM_NO_EXT") != "1":
             extra_link_args=link_flags,
         ),
     ]
-    if os.environ.get("NEURON_SIM_SANITIZE") != "1":
+    if sanitizer != "1":
         # -fpch-preprocess: ccache caches the files that use the precompiled header (with the
         # Makefile's CCACHE_SLOPPINESS); -Winvalid-pch: a header gcc cannot use is named, not
         # silently parsed again.

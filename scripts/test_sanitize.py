@@ -1,17 +1,22 @@
-"""`make test-sanitize`: the extension built with AddressSanitizer and
-UndefinedBehaviorSanitizer in build-sanitize/ (the normal build is
-untouched), then the tests that exercise the C++ layers run against it.
-Writes docs/sanitizer.md with this run's figures; exits non-zero on a
-failed build, a failed test or a sanitizer report.
+"""`make test-sanitize` and `make test-tsan`: the extension built with
+AddressSanitizer + UndefinedBehaviorSanitizer (build-sanitize/) or with
+ThreadSanitizer (build-tsan/), the normal build untouched, then the tests that
+exercise the C++ layers run against it. Each rewrites its own section of
+docs/sanitizer.md with this run's figures; exits non-zero on a failed build,
+a failed test or a sanitizer report.
 
-CPython is not instrumented: libasan is preloaded, and leak detection is off
-(CPython and torch keep allocations alive until exit by design). A finding
-aborts the process (halt_on_error / abort_on_error), so it cannot pass
-unnoticed. PYTHONSAFEPATH (python -P, inherited by the tests' subprocesses)
-keeps the checkout's own torch_neuron_sim (normal build) from shadowing the
-sanitized copy; the first check proves the copy is the one imported.
+CPython and torch are not instrumented: the sanitizer's runtime is preloaded.
+ASan: leak detection is off (CPython and torch keep allocations alive until
+exit by design) and a finding aborts the process (halt_on_error /
+abort_on_error), so it cannot pass unnoticed. TSan: each process writes its
+reports to a file of its own in build-tsan/reports/ (a test that runs a
+subprocess keeps its stderr to itself), which the run counts; suppressions
+(scripts/tsan_suppressions.txt) each say why. PYTHONSAFEPATH (python -P,
+inherited by the tests' subprocesses) keeps the checkout's own
+torch_neuron_sim (normal build) from shadowing the sanitized copy; the first
+check proves the copy is the one imported.
 
-Usage: python scripts/test_sanitize.py TEST_FILE...   (the Makefile passes SANITIZE_TESTS)
+Usage: python scripts/test_sanitize.py [--thread] TEST_FILE...   (the Makefile passes its test lists)
        python scripts/test_sanitize.py --page   (rewrites the page's text without a run; keeps no figures)
 """
 import os
@@ -23,16 +28,42 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SAN = ROOT / "build-sanitize"
 DOC = ROOT / "docs" / "sanitizer.md"
+TSAN_SUPPRESSIONS = ROOT / "scripts" / "tsan_suppressions.txt"
 
 
-def clean_build_seconds() -> tuple[float, int]:
+class Kind:
+    def __init__(self, key, title, build_flag, build_dir, runtime, target, tests_var, text):
+        self.key, self.title, self.build_flag = key, title, build_flag
+        self.dir, self.runtime, self.target, self.tests_var, self.text = build_dir, runtime, target, tests_var, text
+
+
+ASAN = Kind("asan", "AddressSanitizer and UndefinedBehaviorSanitizer", "1", ROOT / "build-sanitize", "libasan.so",
+            "make test-sanitize", "SANITIZE_TESTS", [
+                "`make test-sanitize` builds the extension with `-fsanitize=address,undefined` (`-O1`, frame",
+                "pointers, UBSan fatal) in `build-sanitize/`, each file its own unit, preloads libasan into an",
+                "uninstrumented CPython (leak detection off) and runs the tests that exercise the C++ layers (the",
+                "`SANITIZE_TESTS` of the Makefile); any report aborts the run. No finding is suppressed.",
+            ])
+TSAN = Kind("tsan", "ThreadSanitizer", "thread", ROOT / "build-tsan", "libtsan.so", "make test-tsan", "TSAN_TESTS", [
+    "`make test-tsan` builds the extension with `-fsanitize=thread` (`-O1`, line tables) in `build-tsan/`,",
+    "preloads libtsan into an uninstrumented CPython and runs the tests that drive the C++ layers from",
+    "several threads (the `TSAN_TESTS` of the Makefile: the threads test, streams, the autograd device",
+    "thread at exit, point-to-point's carrier threads, collectives and their watcher, the allocator).",
+    "Every process writes its reports to a file of its own; the run counts them, and any unsuppressed",
+    "report fails it. Memory accesses inside torch and CPython are not instrumented, so a race",
+    "is seen where at least one side is this project's code. Suppressions, each with its reason, are",
+    "in `scripts/tsan_suppressions.txt` and listed below.",
+])
+KINDS = (ASAN, TSAN)
+
+
+def clean_build_seconds(kind: Kind) -> tuple[float, int]:
     """What a build from scratch costs with one job: the sum of each object's
     last compile time in ninja's log (ccache hits would make this run's own
     wall time meaningless for a clean clone)."""
     last: dict[str, float] = {}
-    for log in (SAN / "obj").rglob(".ninja_log"):
+    for log in (kind.dir / "obj").rglob(".ninja_log"):
         for line in log.read_text().splitlines():
             parts = line.split("\t")
             if len(parts) == 5 and parts[3].endswith(".o"):
@@ -47,7 +78,7 @@ MAKE_TEST_BUDGET_S = 20 * 60
 CI_SPARE_S = 90 * 60 - 2 * MAKE_TEST_BUDGET_S
 
 
-def ci_text(clean_s: float, test_s: float) -> str:
+def ci_text(kind: Kind, clean_s: float, test_s: float) -> str:
     """Whether the run fits CI, from this run's figures: the sanitizer flags share
     no object with the normal build, so a clean clone compiles everything again
     (two jobs on this machine)."""
@@ -55,36 +86,62 @@ def ci_text(clean_s: float, test_s: float) -> str:
     head = (f"In CI: a clean clone needs about {need / 60:.0f} min for this target (the build from "
             f"scratch with two jobs, then the tests).")
     if need <= CI_SPARE_S:
-        return head + (" That fits beside the normal build and `make test` in CI's 90 minutes, so CI runs "
+        return head + (" That fits beside the normal build and `make test` in CI's 90 minutes, so CI may run "
                        "it as a job of its own; it stays out of `make test`, whose 20 minutes it would "
                        "double.")
     return head + (f" That does not fit: CI's 90 minutes leave about {CI_SPARE_S / 60:.0f} beside the normal "
                    "build and `make test`. It is a target of its own, for a nightly job and for a run "
-                   "before landing a change to the C++ layers (execution path, allocator, kernels).")
+                   "before landing a change to the C++ layers (execution path, allocator, kernels, threads).")
 
 
-def page(run: list[str]) -> str:
-    """docs/sanitizer.md: what the target does, then `run` (a run's figures)."""
+def markers(kind: Kind) -> tuple[str, str]:
+    return (f"<!-- {kind.key}: start ({kind.target} writes this) -->", f"<!-- {kind.key}: end -->")
+
+
+NO_RUN = ["No run is recorded here yet: the figures (the result, the build's and the tests' time, and",
+          "whether the target fits CI) appear when the target has run."]
+
+
+def section(kind: Kind, run: list[str]) -> str:
+    start, end = markers(kind)
+    return "\n".join([f"## {kind.title}", "", *kind.text, "", start, *run, end])
+
+
+def page(sections: dict[str, str]) -> str:
+    """docs/sanitizer.md: what the targets do, then each target's section."""
     return "\n".join([
-        "# Sanitizer run: the C++ layers under AddressSanitizer and UndefinedBehaviorSanitizer",
+        "# Sanitizer runs: the C++ layers under AddressSanitizer, UBSan and ThreadSanitizer",
         "",
-        "<!-- generated by `make test-sanitize` (scripts/test_sanitize.py); do not edit by hand -->",
+        "<!-- generated by `make test-sanitize` and `make test-tsan` (scripts/test_sanitize.py); "
+        "do not edit by hand -->",
         "",
-        "This page is written by `make test-sanitize` (`scripts/test_sanitize.py`), which",
-        "builds the extension with `-fsanitize=address,undefined` (`-O1`, frame",
-        "pointers, UBSan fatal) in `build-sanitize/`, preloads libasan into an uninstrumented CPython",
-        "(leak detection off) and runs the tests that exercise the C++ layers (the `SANITIZE_TESTS` of",
-        "the Makefile); any report aborts the run. Third-party code (torch, CPython) is not",
-        "instrumented and no finding is suppressed. The sanitizer flags share no object with the",
-        "normal build, so the target compiles every C++ file again; it is not part of `make test`.",
+        "Two targets rebuild the extension with a sanitizer, in a directory of their own (the normal",
+        "build is untouched), and run the tests that exercise the C++ layers against it. Each rewrites",
+        "its own section below with its last run's figures. The sanitizer flags share no object with",
+        "the normal build, so each compiles every C++ file again; neither is part of `make test`.",
         "",
-        *run,
+        sections["asan"],
+        "",
+        sections["tsan"],
         "",
     ])
 
 
-NO_RUN = ["No run is recorded on this page yet: the figures (the result, the build's and the tests'",
-          "time, and whether the target fits CI) appear here when `make test-sanitize` has run."]
+def current_sections() -> dict[str, str]:
+    """Each kind's section as the page has it now (a run rewrites only its own)."""
+    text = DOC.read_text() if DOC.exists() else ""
+    out = {}
+    for kind in KINDS:
+        start, end = markers(kind)
+        m = re.search(re.escape(start) + r"\n(.*?)\n" + re.escape(end), text, re.S)
+        out[kind.key] = section(kind, m.group(1).splitlines() if m else NO_RUN)
+    return out
+
+
+def write_section(kind: Kind, run: list[str]) -> None:
+    sections = current_sections()
+    sections[kind.key] = section(kind, run)
+    DOC.write_text(page(sections))
 
 
 def stream(cmd, env, tail: list) -> int:
@@ -96,24 +153,36 @@ def stream(cmd, env, tail: list) -> int:
     return proc.wait()
 
 
-def main(tests: list[str]) -> int:
-    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", NEURON_SIM_SANITIZE="1")
+def suppressions() -> list[tuple[str, str]]:
+    """(pattern, reason) of each TSan suppression: the comment lines above it are its reason."""
+    out, reason = [], []
+    for line in TSAN_SUPPRESSIONS.read_text().splitlines():
+        if line.startswith("#"):
+            reason.append(line.lstrip("# ").strip())
+        elif line.strip():
+            out.append((line.strip(), " ".join(reason)))
+            reason = []
+    return out
+
+
+def main(kind: Kind, tests: list[str]) -> int:
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", NEURON_SIM_SANITIZE=kind.build_flag)
     env.setdefault("MAX_JOBS", "1")
     build_out: list[str] = []
     t0 = time.monotonic()
-    rc = stream([sys.executable, "setup.py", "-q", "build_ext", "--build-temp", str(SAN / "obj"),
-                 "--build-lib", str(SAN / "lib")], env, build_out)
+    rc = stream([sys.executable, "setup.py", "-q", "build_ext", "--build-temp", str(kind.dir / "obj"),
+                 "--build-lib", str(kind.dir / "lib")], env, build_out)
     build_s = time.monotonic() - t0
     compiled = sum(1 for line in build_out if re.match(r"\[\d+/\d+\] ", line) and " -c " in line)
     if rc:
-        print(f"test-sanitize: the sanitized build failed (exit {rc})", file=sys.stderr)
+        print(f"{kind.target}: the sanitized build failed (exit {rc})", file=sys.stderr)
         return rc
 
-    site = SAN / "site"
+    site = kind.dir / "site"
     shutil.rmtree(site, ignore_errors=True)
     shutil.copytree(ROOT / "torch_neuron_sim", site / "torch_neuron_sim",
                     ignore=shutil.ignore_patterns("*.so", "__pycache__"))
-    for so in (SAN / "lib" / "torch_neuron_sim").glob("*.so"):
+    for so in (kind.dir / "lib" / "torch_neuron_sim").glob("*.so"):
         shutil.copy2(so, site / "torch_neuron_sim" / so.name)
 
     cxx = os.environ.get("CXX", "c++")
@@ -122,17 +191,29 @@ def main(tests: list[str]) -> int:
         return subprocess.run([cxx, f"-print-file-name={name}"], capture_output=True, text=True,
                               check=True).stdout.strip()
 
-    # libstdc++ too: CPython does not link it, and ASan, preloaded alone, finds no
+    # libstdc++ too: CPython does not link it, and the sanitizer, preloaded alone, finds no
     # real __cxa_throw for its interceptor, so the first C++ exception (any
     # TORCH_CHECK) aborts with "CHECK failed: ... real___cxa_throw".
     run_env = dict(os.environ, PYTHONSAFEPATH="1", PYTHONPATH=str(site),
-                   LD_PRELOAD=f"{lib('libasan.so')}:{lib('libstdc++.so')}",
-                   ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
-                   UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+                   LD_PRELOAD=f"{lib(kind.runtime)}:{lib('libstdc++.so')}")
+    reports = kind.dir / "reports"
+    if kind is ASAN:
+        run_env.update(ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
+                       UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+    else:
+        shutil.rmtree(reports, ignore_errors=True)
+        reports.mkdir(parents=True)
+        # exitcode=0: a report fails the run through its count here, not by changing the exit
+        # status of a test's subprocess (whose test would fail for the wrong reason).
+        # One OpenMP thread: libgomp is not instrumented, so TSan cannot see its barriers, and a
+        # kernel's parallel_for body (this project's code) would race with itself in every report.
+        run_env["OMP_NUM_THREADS"] = "1"
+        run_env["TSAN_OPTIONS"] = (f"log_path={reports}/tsan:exitcode=0:second_deadlock_stack=1:"
+                                   f"suppressions={TSAN_SUPPRESSIONS}:report_signal_unsafe=0")
     where = subprocess.run([sys.executable, "-c", "import torch_neuron_sim._C as c; print(c.__file__)"],
                            env=run_env, capture_output=True, text=True)
     if where.returncode or str(site) not in where.stdout:
-        print(f"test-sanitize: the sanitized extension is not the one imported:\n{where.stdout}{where.stderr}",
+        print(f"{kind.target}: the sanitized extension is not the one imported:\n{where.stdout}{where.stderr}",
               file=sys.stderr)
         return 1
 
@@ -140,12 +221,20 @@ def main(tests: list[str]) -> int:
     t0 = time.monotonic()
     rc = stream([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], run_env, test_out)
     test_s = time.monotonic() - t0
-    findings = [line for line in test_out if "ERROR: AddressSanitizer" in line or "runtime error:" in line]
+    if kind is ASAN:
+        findings = [line for line in test_out if "ERROR: AddressSanitizer" in line or "runtime error:" in line]
+    else:
+        findings = []
+        for log in sorted(reports.glob("tsan*")):
+            text = log.read_text(errors="replace")
+            findings += [m.group(0) for m in re.finditer(r"WARNING: ThreadSanitizer: .*", text)]
+            if "WARNING: ThreadSanitizer" in text:
+                print(f"{kind.target}: reports in {log}", file=sys.stderr)
     summary = next((line for line in reversed(test_out) if re.search(r"\d+ (passed|failed|error)", line)),
                    f"pytest exited {rc} without a summary")
-    clean_s, objects = clean_build_seconds()
+    clean_s, objects = clean_build_seconds(kind)
     verdict = "clean" if rc == 0 and not findings else "FAILED"
-    DOC.write_text(page([
+    run = [
         "Figures of the last run:",
         "",
         "| | |",
@@ -155,16 +244,26 @@ def main(tests: list[str]) -> int:
         f"| build, this run | {build_s:.0f} s ({compiled} translation units compiled, MAX_JOBS={env['MAX_JOBS']}) |",
         f"| build from scratch | {clean_s:.0f} s of compilation for {objects} objects (one job; ninja's log) |",
         f"| tests | {test_s:.0f} s ({len(tests)} files) |",
-        "",
-        ci_text(clean_s, test_s),
-    ]))
+    ]
+    if kind is TSAN:
+        listed = suppressions()
+        run += [f"| suppressions | {len(listed)} |", ""]
+        run += ["| suppressed | why |", "|---|---|", *[f"| `{p}` | {why} |" for p, why in listed]] if listed else []
+        kinds = sorted({f.split(": ", 1)[1].split(" (")[0] for f in findings})
+        if kinds:
+            run += ["", "Reports of this run: " + ", ".join(f"{f} ({sum(x.find(f) > 0 for x in findings)})"
+                                                         for f in kinds) + "."]
+    run += ["", ci_text(kind, clean_s, test_s)]
+    write_section(kind, run)
     for line in findings:
-        print(f"test-sanitize: {line}", file=sys.stderr)
+        print(f"{kind.target}: {line}", file=sys.stderr)
     return rc or (1 if findings else 0)
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--page"]:
-        DOC.write_text(page(NO_RUN))
+    args = sys.argv[1:]
+    if args == ["--page"]:
+        DOC.write_text(page({k.key: section(k, NO_RUN) for k in KINDS}))
         sys.exit(0)
-    sys.exit(main(sys.argv[1:]))
+    kind = TSAN if args[:1] == ["--thread"] else ASAN
+    sys.exit(main(kind, args[1:] if kind is TSAN else args))

@@ -83,19 +83,26 @@ def _user_site() -> str:
     return "<backward pass>" if threading.current_thread() is not threading.main_thread() else "<unknown>"
 
 
+# Ops run on several Python threads at once: a read-then-write of a count
+# can lose another thread's increment (the GIL may switch between them).
+_sites_lock = threading.Lock()
+
+
 def _record_fallback(op_name: str) -> None:
     r = _active
     if r is not None:
         key = (op_name, _user_site())
-        r._sites[key] = r._sites.get(key, 0) + 1
+        with _sites_lock:
+            r._sites[key] = r._sites.get(key, 0) + 1
 
 
 def _record_collective(op_name: str, nbytes: int) -> None:
     r = _active
     if r is not None:
         key = (op_name, _user_site())
-        r._collective_sites[key] = r._collective_sites.get(key, 0) + 1
-        r._collective_bytes[key] = r._collective_bytes.get(key, 0) + nbytes
+        with _sites_lock:
+            r._collective_sites[key] = r._collective_sites.get(key, 0) + 1
+            r._collective_bytes[key] = r._collective_bytes.get(key, 0) + nbytes
 
 
 # C++ calls these only while a report is active (reportActive()): set once.
