@@ -30,6 +30,8 @@ $(STAMPS)/deps: pyproject.toml
 	# the report page (bokeh), the docs site (sphinx), the browser tests (playwright; pillow counts
 	# a screenshot's pixels): pyproject's extras
 	$(PIP) install -q "bokeh>=3.4" "playwright>=1.40" "pillow>=9" "sphinx>=7.2" "myst-parser>=2" "pydata-sphinx-theme>=0.15"
+	# the training stacks tests/ecosystem/ runs unmodified (pyproject's ecosystem extra)
+	$(PIP) install -q "transformers>=5.23,<5.24" "accelerate>=1.15,<1.16"
 	touch $@
 
 # Always asks ninja: it tracks every source and header itself (a stamp

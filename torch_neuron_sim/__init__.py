@@ -22,6 +22,11 @@ from .environment import apply_release_defaults  # noqa: E402
 
 apply_release_defaults()
 
+# A real torch-neuronx that already owns PrivateUse1: refuse before loading our kernels over it.
+from . import coexistence  # noqa: E402
+
+coexistence.check(torch._C._get_privateuse1_backend_name())
+
 from . import _C  # loads the C++ core: allocator, guard, hooks, kernels
 
 __version__ = "0.1.0"

@@ -37,19 +37,16 @@ def test_alias_env_makes_torch_neuronx_importable():
     assert lines[5] == "Invalid device id: 99. Valid range is 0 to 3"
 
 
-def test_no_alias_without_opt_in():
+def test_alias_is_on_from_import_torch():
+    # The package's import (torch's autoload) installed the alias: no call needed, and the call changes nothing.
     import sys
-    assert "torch_neuronx" not in sys.modules
-    with pytest.raises(ImportError):
-        import torch_neuronx  # noqa: F401
-    try:
-        torch_neuron_sim.install_torch_neuronx_alias()
-        import torch_neuronx
-        assert torch_neuronx.get_device_properties("neuron:0").total_memory > 0
-        assert sys.modules["torch_neuronx.metrics"] is torch_neuron_sim.metrics
-    finally:
-        for name in ("torch_neuronx", "torch_neuronx.metrics", "torch_neuronx.memory"):
-            sys.modules.pop(name, None)
+    import torch_neuronx
+    assert torch_neuronx is sys.modules["torch_neuron_sim.torch_neuronx"]
+    assert torch_neuronx.get_device_properties("neuron:0").total_memory > 0
+    import torch_neuronx.metrics
+    assert sys.modules["torch_neuronx.metrics"] is torch_neuron_sim.metrics
+    torch_neuron_sim.install_torch_neuronx_alias()
+    assert sys.modules["torch_neuronx"] is torch_neuronx
 
 
 ENV_PROBE = """

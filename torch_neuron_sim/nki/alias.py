@@ -1,24 +1,36 @@
 """Making `import nki` (and the legacy `from neuronxcc import nki`) resolve
-to the simulator, so kernels written for Trainium import unchanged. Opt-in
-(install_nki_alias(), also done by install_torch_neuronx_alias()), and never
-over a real installation: a name that imports from the environment is left
-alone."""
+to the simulator, so kernels written for Trainium import unchanged:
+install_nki_alias(), done by install_torch_neuronx_alias() and by the first
+`import nki` / `import neuronxcc` through the emulator's alias finder
+(torch_neuronx/alias.py). Never over a real installation: a name that
+imports from the environment is left alone."""
 from __future__ import annotations
 
-import importlib.util
 import sys
 import types
+from typing import Any
+
+
+def _alias_spec(spec: Any) -> bool:
+    # A spec of torch_neuronx/alias.py's finder, which answers for these names with the simulator itself.
+    return getattr(getattr(spec, "loader", None), "emulator_alias", False)
 
 
 def _installed(name: str) -> bool:
-    if name in sys.modules:
-        return not getattr(sys.modules[name], "__nki_simulator__", False)
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return False
-    # A bare directory of that name on sys.path (a namespace package, origin None) is no installation.
-    return spec is not None and spec.origin is not None
+    module = sys.modules.get(name)
+    if module is not None and not _alias_spec(getattr(module, "__spec__", None)):
+        return not getattr(module, "__nki_simulator__", False)
+    for finder in sys.meta_path:
+        if not hasattr(finder, "find_spec"):
+            continue
+        try:
+            spec = finder.find_spec(name, None)
+        except (ImportError, ValueError):
+            continue
+        # A bare directory of that name on sys.path (a namespace package, origin None) is no installation.
+        if spec is not None and spec.origin is not None and not _alias_spec(spec):
+            return True
+    return False
 
 
 def install_nki_alias() -> list:

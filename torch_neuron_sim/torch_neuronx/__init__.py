@@ -1,9 +1,10 @@
-"""The torch_neuronx API (its `__init__.py`, `neuron.py`, `metrics.py`) over the emulator, and the opt-in
+"""The torch_neuronx API (its `__init__.py`, `neuron.py`, `metrics.py`) over the emulator, and the
 alias that makes `import torch_neuronx` resolve to it, so code and tests
-written for the real backend run unmodified on machines without Trainium:
-
-    torch_neuron_sim.install_torch_neuronx_alias()
-    NEURON_SIM_TORCH_NEURONX_ALIAS=1 python train.py   # installed when torch (or we) is imported
+written for the real backend, and the training stacks that look for it with
+`importlib.util.find_spec("torch_neuronx")`, run unmodified on machines
+without Trainium. The alias is on from the moment torch autoloads the
+emulator (torch_neuronx/alias.py), stays out of a real installation's way,
+and is switched off with NEURON_SIM_TORCH_NEURONX_ALIAS=0.
 
 This module is what `torch_neuronx` becomes. Environment variables of the
 real backend that carry meaning here are read at import (see _configure):
@@ -40,7 +41,8 @@ from ..execution.tracking import clear_op_tracking, get_executed_ops, get_fallba
 
 __version__ = "0.1.0"  # the public torch_neuronx pre-release this API follows
 
-ALIAS_ENV = "NEURON_SIM_TORCH_NEURONX_ALIAS"
+from . import alias as _alias
+from .alias import ALIAS_ENV  # noqa: F401
 _STREAM_NAMES = ("current_stream", "default_stream", "set_stream", "stream", "Stream", "Event")
 
 
@@ -338,19 +340,39 @@ def _configure() -> None:
         log.addHandler(handler)
     only = os.environ.get("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS", "0").strip().lower()
     tracking.set_fallback_only_for_unimplemented(only in ("1", "true", "yes"))
-    if os.environ.get(ALIAS_ENV, "").strip().lower() in ("1", "true", "yes"):
+    if _alias.enabled():
+        _alias.install_finder(_alias_top_level)  # find_spec/import of torch_neuronx, nki, neuronxcc find the emulator's
+
+
+def _alias_top_level(name: str) -> Any:
+    # The alias finder's first import of torch_neuronx, nki or neuronxcc: register and return it.
+    if name == "torch_neuronx":
         install_torch_neuronx_alias()
+    else:
+        from ..nki import install_nki_alias
+        install_nki_alias()
+    return sys.modules[name]
 
 
 def install_torch_neuronx_alias() -> None:
     """Make `import torch_neuronx` (and torch_neuronx.metrics / .memory /
-    .utils / ._C) resolve to the emulator in this process. Opt-in: it
-    shadows a real torch_neuronx installation."""
+    .utils / ._C, and nki) resolve to the emulator in this process, now,
+    also where NEURON_SIM_TORCH_NEURONX_ALIAS=0 kept the automatic alias off.
+    Nothing to do when it already does; a real torch_neuronx installation
+    always wins (the call then leaves it alone)."""
+    this = sys.modules[__name__]
+    if sys.modules.get("torch_neuronx") is this:
+        return
+    existing = sys.modules.get("torch_neuronx")
+    if (existing is not None and not _alias.placeholder(existing)) or _alias.real_spec("torch_neuronx") is not None:
+        logging.getLogger("torch_neuron_sim").info(
+            "install_torch_neuronx_alias: a real torch_neuronx is installed and stays what `import torch_neuronx` gives")
+        return
+    _alias.install_finder(_alias_top_level)
     from . import utils as torch_neuronx_utils
 
     # `from torch_neuronx import neuron` finds torch.neuron: this package's
     # neuron module, imported (and so set on the package) when the device registered.
-    this = sys.modules[__name__]
     this.utils = torch_neuronx_utils
     sys.modules["torch_neuronx"] = this
     sys.modules["torch_neuronx.metrics"] = metrics
