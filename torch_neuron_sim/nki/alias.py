@@ -14,9 +14,12 @@ def _installed(name: str) -> bool:
     if name in sys.modules:
         return not getattr(sys.modules[name], "__nki_simulator__", False)
     try:
-        return importlib.util.find_spec(name) is not None
+        spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
         return False
+    # A bare directory of that name on sys.path (a test folder `nki/`, a checkout's `nki/` of
+    # kernels) is a namespace package, not an installation: it has no code to shadow.
+    return spec is not None and spec.origin is not None
 
 
 def install_nki_alias() -> list:

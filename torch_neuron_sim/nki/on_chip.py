@@ -14,13 +14,15 @@ if TYPE_CHECKING:  # annotations only: a tile's dtype is a torch.dtype
     import torch
 
 
-def footprint_of(lim: Any, buffer: Any, shape: tuple, dtype: torch.dtype, name: str) -> tuple:
+def footprint_of(lim: Any, buffer: Any, shape: tuple, dtype: torch.dtype, name: str, partition: int = 0) -> tuple:
     """What an on-chip tile takes: ("sbuf", bytes per partition) or ("psum", banks); checks
-    the partition limit."""
-    if shape[0] > lim.pmax:
-        raise fail("nl.ndarray", f"partition dimension {shape[0]} of '{name}' in {buffer!r} exceeds maximum "
-                   f"{lim.pmax}", "put at most 128 rows on the partition dimension (dim 0) and tile the rest")
-    per_partition = math.prod(shape[1:]) * dtype.itemsize
+    the partition limit. `partition`: the partition dimension (0 but for a legacy block
+    tile, whose leading block dimensions lie along each partition like free ones)."""
+    if shape[partition] > lim.pmax:
+        where = f"dim {partition}, nl.par_dim" if partition else "dim 0"
+        raise fail("nl.ndarray", f"partition dimension {shape[partition]} of '{name}' in {buffer!r} exceeds maximum "
+                   f"{lim.pmax}", f"put at most 128 rows on the partition dimension ({where}) and tile the rest")
+    per_partition = math.prod(shape) // shape[partition] * dtype.itemsize
     if buffer.name == "sbuf":
         return ("sbuf", per_partition)
     return ("psum", max(1, -(-per_partition // lim.psum_bank_bytes)))
