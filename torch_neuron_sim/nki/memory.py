@@ -25,16 +25,7 @@ from . import launch as _launch
 from .dtypes import torch_dtype
 from .errors import fail
 from .index import AffineIndex, affine_to_slices, grid_view
-from .on_chip import charge, footprint_of
-
-class ParDim(int):
-    """nl.par_dim(n): a shape's partition dimension, placed behind leading block
-    dimensions in the legacy dialect (`(blocks, nl.par_dim(128), free)`: each block is a
-    128-partition tile, so a partition holds blocks x free elements)."""
-
-    def __repr__(self) -> str:
-        return f"par_dim({int(self)})"
-
+from .on_chip import ParDim, charge, footprint_of
 
 UNINITIALIZED_INT = 4  # what new integer memory holds (AWS's simulator uses the same value)
 

@@ -2,7 +2,8 @@
 partition) or PSUM (2 KiB banks), and charging it against the launch's
 capacity when the tile is allocated (memory.Allocation returns the charge
 when the tile dies). A tile over the partition limit or past the capacity
-fails with the numbers and what to do."""
+fails with the numbers and what to do. The partition dimension is dim 0, or
+the one a legacy block tile marks with nl.par_dim."""
 from __future__ import annotations
 
 import math
@@ -12,6 +13,15 @@ from .errors import fail
 
 if TYPE_CHECKING:  # annotations only: a tile's dtype is a torch.dtype
     import torch
+
+
+class ParDim(int):
+    """nl.par_dim(n): a shape's partition dimension, placed behind leading block
+    dimensions in the legacy dialect (`(blocks, nl.par_dim(128), free)`: each block is a
+    128-partition tile, so a partition holds blocks x free elements)."""
+
+    def __repr__(self) -> str:
+        return f"par_dim({int(self)})"
 
 
 def footprint_of(lim: Any, buffer: Any, shape: tuple, dtype: torch.dtype, name: str, partition: int = 0) -> tuple:
