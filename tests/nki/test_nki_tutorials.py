@@ -81,6 +81,36 @@ def test_average_pool2d_through_rank5_index(c, h, w, pool):
     torch.testing.assert_close(out.cpu(), ref)
 
 
+@sim_nki.jit
+def avg_pool_ap(x, pool):
+    """The same pooling in the current dialect: an access pattern (.ap) over the loaded tile
+    gives the rank-5 window view, strides counted in elements of the [C, H, W] tile."""
+    C, H, W = x.shape
+    out = nl.ndarray((C, H // pool, W // pool), dtype=x.dtype, buffer=nl.shared_hbm)
+    tile = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    sim_nki.isa.dma_copy(dst=tile, src=x)
+    windows = tile.ap([[H * W, C], [pool * W, H // pool], [pool, W // pool], [W, pool], [1, pool]])
+    total = nl.sum(windows, axis=[3, 4])
+    result = nl.ndarray(total.shape, dtype=x.dtype, buffer=nl.sbuf)
+    sim_nki.isa.tensor_scalar(dst=result, data=total, op0=nl.multiply, operand0=1.0 / (pool * pool))
+    sim_nki.isa.dma_copy(dst=out, src=result)
+    return out
+
+
+def test_average_pool2d_through_an_access_pattern():
+    x = torch.randn(64, 12, 20)
+    out = avg_pool_ap(x.to("neuron"), 4)
+    torch.testing.assert_close(out.cpu(), torch.nn.functional.avg_pool2d(x[None], 4, 4)[0])
+
+    @sim_nki.jit
+    def past_the_end(x):
+        t = nl.load(x)
+        return t.ap([[4, 128], [1, 5]])
+
+    with pytest.raises(NKIError, match=r"ap: pattern .* reaches element 512 of tensor .* which has 512"):
+        sim_nki.simulate(past_the_end)(np.zeros((128, 4), np.float32))
+
+
 def mamba_reference(delta, u, A, B, C):
     """The selective scan in plain torch (float64, step by step)."""
     delta, u, A, B, C = (t.double() for t in (delta, u, A, B, C))

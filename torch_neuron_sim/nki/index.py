@@ -189,3 +189,25 @@ def grid_view(t: Any, parts: tuple, name: str, instruction: str) -> Optional[tup
     shape = sizes + list(t.shape[len(parts):])
     strides += list(t.stride()[len(parts):])
     return tuple(shape), tuple(strides), offset
+
+
+def access_pattern(x: Any, pattern: Any, offset: int = 0, **kwargs: Any) -> Any:
+    """NkiTensor.ap(pattern, offset): a hardware access pattern as a view. `pattern` is
+    [[stride, count], ...], the partitions' pair first; strides and offset count elements of
+    the tensor laid out row-major (AWS's tutorials reduce pooling windows this way)."""
+    t = x.t
+    try:
+        pairs = [(int(s), int(n)) for s, n in pattern]
+    except (TypeError, ValueError):
+        raise fail("ap", f"pattern {pattern!r} of tensor '{x.name}' is not a list of [stride, count] pairs") from None
+    if not t.is_contiguous():
+        raise fail("ap", f"tensor '{x.name}' is a strided view", "take the access pattern of a whole tensor")
+    if not pairs or any(n <= 0 or s < 0 for s, n in pairs):
+        raise fail("ap", f"pattern {pattern!r} of tensor '{x.name}': counts must be positive, strides not negative")
+    last = offset + sum(s * (n - 1) for s, n in pairs)
+    if offset < 0 or last >= t.numel():
+        raise fail("ap", f"pattern {pattern!r} at offset {offset} reaches element {last} of tensor '{x.name}', "
+                   f"which has {t.numel()}")
+    shape, strides = [n for _, n in pairs], [s for s, _ in pairs]
+    aux = x.aux.as_strided(shape, strides, x.aux.storage_offset() + offset) if x.aux is not None else None
+    return type(x)(t.as_strided(shape, strides, t.storage_offset() + offset), x.alloc, aux, x.oob)

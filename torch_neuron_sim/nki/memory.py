@@ -24,7 +24,7 @@ import torch
 from . import launch as _launch
 from .dtypes import torch_dtype
 from .errors import fail
-from .index import AffineIndex, affine_to_slices, grid_view
+from .index import AffineIndex, access_pattern, affine_to_slices, grid_view
 from .on_chip import ParDim, charge, footprint_of
 
 UNINITIALIZED_INT = 4  # what new integer memory holds (AWS's simulator uses the same value)
@@ -209,6 +209,7 @@ class NkiTensor:
                 from None
         return NkiTensor(t, self.alloc, self.aux.expand(shape) if self.aux is not None else None, self.oob)
 
+    ap = access_pattern  # t.ap([[stride, count], ...], offset): index.py
     # `t[...] = tile`, `t += tile` (isa.py) and `a + b` (language.py) are installed by the
     # modules that own those instructions.
 
