@@ -70,8 +70,19 @@ screenshot: setup browser
 # then built once, and most of the suite's time is fresh interpreters
 # importing torch, which parallelise well. TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= auto
+# TORCH=<version> (TORCH_PYTHON=<X.Y> too): the suite against that torch instead, in its own venv
+# (.venv-torch<version>) and build directory (build-torch<version>/); the default ones are untouched
+# (scripts/test_torch_version.py; README, "Torch versions"). Not part of CI: multi-GB downloads.
+TORCH ?=
+TORCH_PYTHON ?=
+ifeq ($(TORCH),)
 test: setup browser
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+else
+test: browser
+	$(BUILD_ENV) $(PYTHON) scripts/test_torch_version.py --torch $(TORCH) $(if $(TORCH_PYTHON),--python $(TORCH_PYTHON)) \
+	  -- -q -n $(TEST_WORKERS) --dist loadfile
+endif
 
 # Deep also means longer stress: the exit stress runs each program 200 times
 # (tests/device/test_exit_under_load.py; `make test` runs 10 of each).
@@ -124,4 +135,4 @@ bench: setup browser
 	$(PY) benchmarks/run_all.py
 
 clean:
-	rm -rf build build-sanitize $(STAMPS) torch_neuron_sim/*.so *.egg-info docs/_build
+	rm -rf build build-sanitize build-torch* $(STAMPS) torch_neuron_sim/*.so *.egg-info docs/_build

@@ -11,7 +11,8 @@ as kernels for the hardware are written.
 
 Parts: language (nl), isa (nisa), memory (HBM/SBUF/PSUM tensors and their
 capacity), limits (per generation), launch (one launch's state), kernel
-(@jit, grids), simulate (nki.simulate), cost (the device timeline),
+(@jit, grids), simulate (nki.simulate), harness (neuronxcc.nki's
+simulate_kernel, baremetal, benchmark), cost (the device timeline),
 torch_wiring (wrap_nki / nki_op)."""
 from __future__ import annotations
 
@@ -20,14 +21,9 @@ from .alias import install_nki_alias  # noqa: F401
 from .cost import kernel_costs  # noqa: F401
 from .errors import NKIError  # noqa: F401
 from .jit import Kernel, jit  # noqa: F401
+from .harness import baremetal, benchmark, simulate_kernel  # noqa: F401
 from .simulate import simulate  # noqa: F401
 
 __nki_simulator__ = True  # marks this package as the simulator, never a real nki install
-
-
-def simulate_kernel(kernel, *args, **kwargs):
-    """Legacy neuronxcc.nki.simulate_kernel(kernel[grid], *numpy_arrays)."""
-    return simulate(kernel)(*args, **kwargs)
-
 
 from .torch_wiring import wrap_nki  # noqa: F401,E402

@@ -1,5 +1,5 @@
 """The ScalarE, VectorE and GpSimd instructions of nki.isa (activation,
-tensor_tensor, tensor_scalar, tensor_reduce, iota, affine_select,
+tensor_tensor, tensor_tensor_scan, tensor_scalar, tensor_reduce, iota, affine_select,
 range_select), destination first; nki.isa re-exports them."""
 from __future__ import annotations
 
@@ -42,13 +42,14 @@ from .operands import (
 
 
 # --- ScalarE ---------------------------------------------------------------------------
-def activation(dst: Any, op: Any = None, data: Any = None, bias: Any = None, scale: Any = 1.0,
+def activation(dst: Any = None, op: Any = None, data: Any = None, bias: Any = None, scale: Any = 1.0,
                reduce_op: Any = None, reduce_res: Optional[NkiTensor] = None, reduce_cmd: Any = reduce_cmd.idle,
                engine: Any = None, dtype: Any = None, **kwargs: Any) -> Any:
     """dst = op(data * scale + bias), with an optional add-reduce along the free
     axes into reduce_res (through the engine's per-partition registers)."""
     if not isinstance(dst, NkiTensor):  # legacy: activation(op, data, bias=, scale=) returns the result
-        op, data = dst, op
+        if dst is not None:  # the op given positionally
+            op, data = (dst, op) if data is None else (dst, data)
         out = allocate(data.shape, dtype or data.dtype, sbuf)
         activation(out, op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
                    reduce_cmd=reduce_cmd if reduce_res is None or reduce_cmd != globals()["reduce_cmd"].idle
@@ -97,9 +98,9 @@ def activation_reduce(dst: NkiTensor, op: Any, data: NkiTensor, reduce_op: Any, 
 # --- VectorE / GpSimd --------------------------------------------------------------------
 def tensor_tensor(dst: Any, data1: Any = None, data2: Any = None, op: Any = None, engine: Any = None,
                   dtype: Any = None, **kwargs: Any) -> Any:
-    if op is None and data2 is not None and not isinstance(data2, NkiTensor):
-        # legacy: tensor_tensor(data1, data2, op) returns the result
-        d1, d2, o = dst, data1, data2
+    if (op is None and data2 is not None and not isinstance(data2, NkiTensor)) or (data2 is None and op is not None):
+        # legacy: tensor_tensor(data1, data2, op) or tensor_tensor(data1, data2, op=op) returns the result
+        d1, d2, o = (dst, data1, data2) if op is None else (dst, data1, op)
         out = allocate(d1.shape, dtype or _ops.result_dtype(d1, d2), sbuf)
         tensor_tensor(out, d1, d2, o, engine=engine)
         return out
@@ -121,6 +122,45 @@ def tensor_tensor(dst: Any, data1: Any = None, data2: Any = None, op: Any = None
         b = b.reshape(a.shape)
     _write(instr, dst, fn(a, b))
     _launch.current().count(eng, free)
+
+
+def tensor_tensor_scan(dst: Any, data0: Any = None, data1: Any = None, initial: Any = None, op0: Any = None,
+                       op1: Any = None, reverse0: bool = False, reverse1: bool = False, engine: Any = None,
+                       dtype: Any = None, **kwargs: Any) -> Any:
+    """A scan along the free axis of each partition: r[:, 0] = op1(op0(data0[:, 0], initial),
+    data1[:, 0]), r[:, i] = op1(op0(data0[:, i], r[:, i-1]), data1[:, i]) (reverse swaps an
+    op's operands). `initial`: a scalar or one value per partition. On VectorE; the carried
+    value stays fp32 and the result is rounded once, to dst's dtype."""
+    if data1 is None:  # legacy: tensor_tensor_scan(data0, data1, initial, op0, op1) returns the result
+        d0, d1 = dst, data0
+        out = allocate(d0.shape, dtype or _ops.result_dtype(d0, d1), sbuf)
+        tensor_tensor_scan(out, d0, d1, initial, op0, op1, reverse0=reverse0, reverse1=reverse1, engine=engine)
+        return out
+    instr = "nisa.tensor_tensor_scan"
+    f0, f1 = _binary_fn(instr, op0, "op0"), _binary_fn(instr, op1, "op1")
+    _check_tensor(instr, "data0", data0, ("sbuf", "psum"))
+    _check_tensor(instr, "data1", data1, ("sbuf", "psum"))
+    if data0.buffer is psum and data1.buffer is psum:
+        raise fail(instr, f"data0 '{data0.name}' and data1 '{data1.name}' are both in nl.psum; at most one "
+                   "operand may be read from PSUM", "copy one of them to SBUF first")
+    _same_partitions(instr, data0, "data0", data1, "data1")
+    _same_partitions(instr, dst, "dst", data0, "data0")
+    free = _free_elems(data0)
+    if free != _free_elems(data1):
+        raise fail(instr, f"data0 {data0.shape} and data1 {data1.shape} differ in free size")
+    if initial is None:
+        raise fail(instr, "initial is required: a scalar or a tile of one value per partition")
+    p = data0.t.shape[0]
+    a, b = _values(data0).reshape(p, free), _values(data1).reshape(p, free)
+    init = _scalar_or_column(instr, "initial", initial, data0)
+    prev = init.reshape(p) if isinstance(init, torch.Tensor) else torch.full((p,), init, device=a.device)
+    out = torch.empty_like(a)
+    if a.device.type != "meta":  # shapes only: nothing to compute
+        for i in range(free):  # a true recurrence: each column needs the one before
+            x = f0(prev, a[:, i]) if reverse0 else f0(a[:, i], prev)
+            prev = out[:, i] = f1(b[:, i], x) if reverse1 else f1(x, b[:, i])
+    _write(instr, dst, out.reshape(data0.t.shape))
+    _launch.current().count(_engine_name(engine, "vector"), free)
 
 
 def tensor_scalar(dst: Any, data: Any = None, op0: Any = None, operand0: Any = None, reverse0: bool = False,

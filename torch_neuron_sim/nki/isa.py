@@ -20,6 +20,7 @@ from .errors import fail, legacy
 from .memory import NkiTensor, allocate, mark, marks, psum, sbuf, view
 from .compute import (  # noqa: F401  (the rest of nki.isa)
     activation, activation_reduce, affine_select, iota, range_select, tensor_reduce, tensor_scalar, tensor_tensor,
+    tensor_tensor_scan,
 )
 from .operands import (  # noqa: F401
     _SPACE_NAMES,

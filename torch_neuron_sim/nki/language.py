@@ -18,7 +18,7 @@ from . import launch as _launch
 from . import ops as _ops
 from .errors import NKIError, fail, legacy
 from .memory import (  # noqa: F401  (the memory spaces are part of nl)
-    NkiTensor, allocate, hbm, private_hbm, psum, sbuf, shared_hbm,
+    NkiTensor, ParDim, allocate, hbm, private_hbm, psum, sbuf, shared_hbm,
 )
 
 from .dtypes import (  # noqa: F401,E402  (nl's dtypes)
@@ -91,11 +91,17 @@ def program_ndim() -> int:
 
 
 def nc(n: int) -> int:
-    """Legacy: shard a grid dimension over n cores; the simulator runs them one after another."""
+    """Legacy: n physical cores, a factor of a grid dimension (`nl.spmd_dim(g, nl.nc(2))`, or
+    the shorthand `nl.nc(2) * g`). The instances run one after another, as in AWS's simulator."""
     return n
 
 
-spmd_dim = nc
+def spmd_dim(*factors: int) -> int:
+    """Legacy: a grid dimension sharded over cores, the product of its factors
+    (`nl.spmd_dim(g, nl.nc(2))` has 2g instances; program_id runs over all of them)."""
+    if not factors or builtins.any(isinstance(f, bool) or not isinstance(f, int) or f <= 0 for f in factors):
+        raise fail("nl.spmd_dim", f"factors {factors!r}: expected positive ints (a grid size, nl.nc(cores))")
+    return math.prod(factors)
 
 
 # --- loops: every loop unrolls when the kernel is specialised, so all are `range`
@@ -314,9 +320,11 @@ def device_print(prefix: str, x: Any, **kwargs: Any) -> None:
 from .index import arange, mgrid  # noqa: F401,E402  (legacy index tiles)
 
 
-def par_dim(n: int) -> int:
-    """Legacy: marks a shape's partition dimension; the partition dimension is always dim 0 now."""
-    return n
+def par_dim(n: int) -> ParDim:
+    """Legacy: marks a shape's partition dimension, behind leading block dimensions
+    (`nl.zeros((blocks, nl.par_dim(128), free), ...)`); SBUF is charged per partition for
+    blocks x free elements. Anywhere else it is the int n."""
+    return ParDim(n)
 
 
 # Arithmetic on tiles is nl's elementwise functions (legacy kernels write `a + b`);

@@ -2,7 +2,8 @@
 
 HBM holds the kernel's inputs and outputs; SBUF and PSUM are on-chip, 2-D:
 dimension 0 of a tile is the partition dimension (at most 128), the rest is
-the free dimension. A tensor here is a torch tensor (on the CPU: for a
+the free dimension (a legacy block tile marks its partition dimension with
+nl.par_dim behind leading block dimensions). A tensor here is a torch tensor (on the CPU: for a
 `neuron` argument, the arena's bytes seen from the host, so writes reach the
 caller without a copy) plus what the checks need: its memory, whether it is
 an input the kernel may write, which of its elements were written.
@@ -23,8 +24,8 @@ import torch
 from . import launch as _launch
 from .dtypes import torch_dtype
 from .errors import fail
-from .index import AffineIndex, affine_to_slices
-from .on_chip import charge, footprint_of
+from .index import AffineIndex, access_pattern, affine_to_slices, grid_view
+from .on_chip import ParDim, charge, footprint_of
 
 UNINITIALIZED_INT = 4  # what new integer memory holds (AWS's simulator uses the same value)
 
@@ -208,6 +209,7 @@ class NkiTensor:
                 from None
         return NkiTensor(t, self.alloc, self.aux.expand(shape) if self.aux is not None else None, self.oob)
 
+    ap = access_pattern  # t.ap([[stride, count], ...], offset): index.py
     # `t[...] = tile`, `t += tile` (isa.py) and `a + b` (language.py) are installed by the
     # modules that own those instructions.
 
@@ -254,6 +256,10 @@ def view(x: NkiTensor, index: Any, instruction: str) -> NkiTensor:
     if key is not None:
         return NkiTensor(x.t[key], x.alloc, x.aux[key] if x.aux is not None else None, x.oob)
     if any(isinstance(p, AffineIndex) for p in parts):
+        grid = grid_view(x.t, parts, x.name, instruction)
+        if grid is not None:  # ints and expressions on one grid: a strided view (legacy access patterns)
+            aux = x.aux.as_strided(*grid_view(x.aux, parts, x.name, instruction)) if x.aux is not None else None
+            return NkiTensor(x.t.as_strided(*grid), x.alloc, aux, x.oob)
         parts = affine_to_slices(parts, x.ndim)
     if sum(1 for p in parts if p is Ellipsis) > 1:
         raise fail(instruction, f"more than one '...' indexing tensor '{x.name}'")
@@ -319,17 +325,20 @@ def allocate(shape: Any, dtype: Any, buffer: Any, name: Optional[str] = None, fi
         plan = launch.footprints.get(key)
     except TypeError:  # an unhashable dtype or shape element: no plan kept
         key = plan = None
-    if plan is None:
+    if plan is None or (key is not None and any(type(s) is ParDim for s in shape)):
         buf = buffer if isinstance(buffer, Buffer) else buffer_of(buffer)
-        shape = tuple(map(int, shape)) if isinstance(shape, (tuple, list)) else (int(shape),)
+        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        # Legacy block tiles: nl.par_dim marks the partition dimension behind leading block dimensions.
+        partition = next((i for i, s in enumerate(shape) if type(s) is ParDim), 0)
+        shape = tuple(map(int, shape))
         if not shape or min(shape) <= 0:
             raise fail("nl.ndarray", f"shape {shape} of '{name or 'tensor'}': every dimension must be positive")
         dt = torch_dtype(dtype)
         if name is None:
             name = _new_name(buf)
-        footprint = footprint_of(launch.limits, buf, shape, dt, name) if buf.on_chip else None
+        footprint = footprint_of(launch.limits, buf, shape, dt, name, partition) if buf.on_chip else None
         plan = (buf, shape, dt, footprint)
-        if key is not None:
+        if key is not None and not partition:  # a par_dim shape equals its plain ints: never cached
             launch.footprints[key] = plan
     buf, shape, dt, footprint = plan
     if name is None:

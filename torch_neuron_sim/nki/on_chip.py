@@ -2,7 +2,8 @@
 partition) or PSUM (2 KiB banks), and charging it against the launch's
 capacity when the tile is allocated (memory.Allocation returns the charge
 when the tile dies). A tile over the partition limit or past the capacity
-fails with the numbers and what to do."""
+fails with the numbers and what to do. The partition dimension is dim 0, or
+the one a legacy block tile marks with nl.par_dim."""
 from __future__ import annotations
 
 import math
@@ -14,13 +15,24 @@ if TYPE_CHECKING:  # annotations only: a tile's dtype is a torch.dtype
     import torch
 
 
-def footprint_of(lim: Any, buffer: Any, shape: tuple, dtype: torch.dtype, name: str) -> tuple:
+class ParDim(int):
+    """nl.par_dim(n): a shape's partition dimension, placed behind leading block
+    dimensions in the legacy dialect (`(blocks, nl.par_dim(128), free)`: each block is a
+    128-partition tile, so a partition holds blocks x free elements)."""
+
+    def __repr__(self) -> str:
+        return f"par_dim({int(self)})"
+
+
+def footprint_of(lim: Any, buffer: Any, shape: tuple, dtype: torch.dtype, name: str, partition: int = 0) -> tuple:
     """What an on-chip tile takes: ("sbuf", bytes per partition) or ("psum", banks); checks
-    the partition limit."""
-    if shape[0] > lim.pmax:
-        raise fail("nl.ndarray", f"partition dimension {shape[0]} of '{name}' in {buffer!r} exceeds maximum "
-                   f"{lim.pmax}", "put at most 128 rows on the partition dimension (dim 0) and tile the rest")
-    per_partition = math.prod(shape[1:]) * dtype.itemsize
+    the partition limit. `partition`: the partition dimension (0 but for a legacy block
+    tile, whose leading block dimensions lie along each partition like free ones)."""
+    if shape[partition] > lim.pmax:
+        where = f"dim {partition}, nl.par_dim" if partition else "dim 0"
+        raise fail("nl.ndarray", f"partition dimension {shape[partition]} of '{name}' in {buffer!r} exceeds maximum "
+                   f"{lim.pmax}", f"put at most 128 rows on the partition dimension ({where}) and tile the rest")
+    per_partition = math.prod(shape) // shape[partition] * dtype.itemsize
     if buffer.name == "sbuf":
         return ("sbuf", per_partition)
     return ("psum", max(1, -(-per_partition // lim.psum_bank_bytes)))

@@ -18,9 +18,9 @@ from typing import Iterable, Iterator
 
 import torch
 
-from ... import _C
+from ... import _C, torch_versions
 
-DEFAULT_TABLE = "torchneuron-2.14-beta"
+DEFAULT_TABLE = torch_versions.current().native_ops  # chosen by the running torch's version
 _HERE = Path(__file__).parent
 
 # Composite ops that must stay composite on neuron: copies route to our
