@@ -25,6 +25,8 @@ Then where the MLP step's extra time goes (a table of its own, medians):
   variable each way, as the engine's ready queues are built, each handoff
   waking a thread that sleeps; a model of the handoff, not the engine itself.
 
+  - the bf16 MLP step with stochastic rounding on against the same step
+    with it off (NEURON_RT_STOCHASTIC_ROUNDING_EN; docs/numerics.md). Aim <= 1.5x.
   - the MLP step with adaptive eager on against the same step with it off
     (both on neuron, each ending with the flush a step that reads its loss
     makes): what queuing ops into runs costs the host. Aim <= 1.10x.
@@ -41,6 +43,7 @@ Usage: python benchmarks/bench_ops.py [--repeats N] [--threads T] [--breakdown]
 """
 from __future__ import annotations
 
+import os
 import resource
 import statistics
 
@@ -53,18 +56,32 @@ from torch_neuron_sim import _C
 GROUP, STEP_GROUP = "ops", "ops-step"
 
 
-def mlp_step(device: str):
+def mlp_step(device: str, dtype: torch.dtype = torch.float32):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 128),
-                                torch.nn.ReLU(), torch.nn.Linear(128, 10)).to(device)
+                                torch.nn.ReLU(), torch.nn.Linear(128, 10)).to(device, dtype)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    x, y = torch.randn(32, 64, device=device), torch.randint(0, 10, (32,), device=device)
+    x, y = torch.randn(32, 64, device=device, dtype=dtype), torch.randint(0, 10, (32,), device=device)
 
     def step():
         opt.zero_grad(set_to_none=True)
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
     return step
+
+
+def with_stochastic_rounding(step, on: bool):
+    """`step` run with NEURON_RT_STOCHASTIC_ROUNDING_EN set to `on`: the
+    variable changes (and the next op reads it) only when the other side ran last."""
+    def run():
+        if _C._numerics()["stochastic_rounding"] != on:
+            if on:
+                os.environ["NEURON_RT_STOCHASTIC_ROUNDING_EN"] = "1"
+            else:
+                os.environ.pop("NEURON_RT_STOCHASTIC_ROUNDING_EN", None)
+            _C._numerics_reread()
+        step()
+    return run
 
 
 def handoff_seconds(repeats: int, round_trips: int = 200) -> float:
@@ -175,6 +192,11 @@ def run(repeats: int = 21) -> list[Row | Table]:
     on_step, off_step = mlp_step("neuron"), mlp_step("neuron")
     rows.append(ratio(GROUP, "MLP step, adaptive eager on / off (host time)", adaptive(on_step, True),
                       adaptive(off_step, False), 50, repeats, 1.10))
+    # Stochastic rounding (docs/numerics.md): every bf16 result computed in fp32 and rounded. Aim 1.5x.
+    sr_on = with_stochastic_rounding(mlp_step("neuron", torch.bfloat16), True)
+    sr_off = with_stochastic_rounding(mlp_step("neuron", torch.bfloat16), False)
+    rows.append(ratio(GROUP, "MLP step bf16, stochastic rounding on / off", sr_on, sr_off, 50, repeats, 1.5))
+    sr_off()
     rows.append(ratio(GROUP, "FlexAttention S=1024 causal, compiled neuron / compiled CPU", *flex_attention_pair(),
                       3, repeats, 1.10))
     rows.append(ratio(GROUP, "FlexAttention S=1024 no mask, compiled neuron / compiled CPU",

@@ -60,6 +60,7 @@ from .memory import (  # noqa: E402
 )
 from .memory.fault_injection import inject_oom  # noqa: E402
 from .execution import adaptive_eager, compile_cache, dtype_policy, native_ops, tracking  # noqa: E402
+from .execution.numerics import numerics  # noqa: E402
 from .execution.tracking import (  # noqa: E402
     clear_op_tracking, get_executed_ops, get_fallback_ops, get_op_counts, set_fallback_mode,
 )

@@ -23,6 +23,7 @@
 #include "aten/execution/execution.h"
 #include "aten/execution/fallback_policy.h"
 #include "aten/execution/kernel_runs.h"
+#include "aten/execution/numerics.h"
 #include "aten/execution/op_table.h"
 #include "aten/execution/report_measures.h"
 #include "aten/execution/tensor_alias.h"
@@ -236,6 +237,20 @@ void registerExecutionBindings(py::module_& m) {
   });
   m.def("_dtype_policy", [] { return dtypePolicy() == DtypePolicy::kExact ? "exact" : "trainium"; });
   m.def("_wide_int_dtypes", [] { return std::vector<at::ScalarType>(std::begin(kWideIntDtypes), std::end(kWideIntDtypes)); });
+  // The device's numerics (docs/numerics.md).
+  m.def("_numerics", [] {
+    const runtime::numerics::Settings s = numericsSettings();
+    py::dict d;
+    d["stochastic_rounding"] = s.stochastic;
+    d["stochastic_rounding_seed"] = s.seed;
+    d["auto_cast"] = std::string(s.auto_cast);
+    d["auto_cast_type"] = std::string(runtime::numerics::formatName(s.auto_cast_type));
+    d["cc_flags"] = s.cc_flags;
+    return d;
+  });
+  m.def("_numerics_reread", &runtime::numerics::reset);
+  m.def("_rounding_hits", &roundingHits);
+  m.def("_clear_rounding_hits", &clearRoundingHits);
   m.def("_host_casts64", &hostCasts64);
   m.def("_clear_host_casts64", &clearHostCasts64);
 

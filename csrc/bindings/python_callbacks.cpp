@@ -6,6 +6,7 @@
 //   reclaim hook      aten/memory/allocator.h           setReclaimHook         (gc.collect before an OOM retry)
 //   stack capture     aten/memory/memory_history.h      history::setStackCapture (the allocating Python frames)
 //   collective report distributed/collective_stats.h    setCollectiveReporter  (report/report.py's recorder)
+//   rounding reporter aten/execution/numerics.h         setRoundingReporter    (report/report.py's recorder)
 //   copy router       aten/kernels/copy.h               setCopyRouter          (torch_neuronx's _nrt_copy_* entry points,
 //                                                                              only while a test wraps them)
 // Each callback gives up quietly once the interpreter is finalizing, and
@@ -14,6 +15,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "aten/execution/fallback_policy.h"
+#include "aten/execution/numerics.h"
 #include "aten/kernels/copy.h"
 #include "aten/memory/allocator.h"
 #include "aten/memory/memory_history.h"
@@ -43,9 +45,13 @@ py::object* g_logger = nullptr;
 py::object* g_reporter = nullptr;
 py::object* g_collective_reporter = nullptr;
 py::object* g_router = nullptr;
+py::object* g_rounding_reporter = nullptr;
 
 void announceThroughPython(const std::string& name) { callPython(g_logger, name, "torch_neuron_sim fallback logger"); }
 void reportThroughPython(const std::string& name) { callPython(g_reporter, name, "torch_neuron_sim migration report"); }
+void reportRoundingThroughPython(const std::string& name) {
+  callPython(g_rounding_reporter, name, "torch_neuron_sim migration report");
+}
 
 void reportCollectiveThroughPython(const std::string& name, uint64_t bytes) {
   if (!g_collective_reporter || !pythonUsable()) return;
@@ -123,6 +129,10 @@ void registerPythonCallbacks(py::module_& m) {
   m.def("_set_fallback_reporter", [](py::object fn) {
     keep(g_reporter, std::move(fn));
     setFallbackReporter(&reportThroughPython);
+  });
+  m.def("_set_rounding_reporter", [](py::object fn) {
+    keep(g_rounding_reporter, std::move(fn));
+    setRoundingReporter(&reportRoundingThroughPython);
   });
   m.def("_set_collective_reporter", [](py::object fn) {
     const bool on = !fn.is_none();

@@ -6,6 +6,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/view_as_real.h>
 
+#include "aten/execution/numerics.h"
 #include "aten/execution/tensor_alias.h"
 #include "distributed/argument_checks.h"
 #include "distributed/process_group_neuron.h"
@@ -22,7 +23,7 @@ WorkPtr ProcessGroupNeuron::allreduce(std::vector<at::Tensor>& tensors, const c1
   return issue(sig, opts.asyncOp, "c10d::allreduce_", bytesOf(tensors), OpType::ALLREDUCE, tensors, [&] {
     Prepared p;
     std::vector<at::Tensor> bufs;
-    for (auto& t : tensors) bufs.push_back(reducible(t, r, p.staging, /*copy_in=*/true, /*write_back=*/true));
+    for (auto& t : tensors) bufs.push_back(reducible(t, r, p.staging, /*copy_in=*/true, /*write_back=*/true, "all_reduce"));
     if (r.average)
       for (auto& b : bufs) averageFirst(b, getSize(), p.staging);
     c10d::AllreduceOptions o = opts;
@@ -48,7 +49,7 @@ WorkPtr ProcessGroupNeuron::allreduce_coalesced(std::vector<at::Tensor>& tensors
                tensors, [&] {
                  Prepared p;
                  std::vector<at::Tensor> bufs;
-                 for (auto& t : tensors) bufs.push_back(reducible(t, r, p.staging, true, true));
+                 for (auto& t : tensors) bufs.push_back(reducible(t, r, p.staging, true, true, "all_reduce_coalesced"));
                  if (r.average)
                    for (auto& b : bufs) averageFirst(b, getSize(), p.staging);
                  c10d::AllreduceCoalescedOptions o = opts;
@@ -71,7 +72,7 @@ WorkPtr ProcessGroupNeuron::reduce(std::vector<at::Tensor>& tensors, const c10d:
   Staging s;
   // Off the root the result is not defined; still, the caller's tensor is
   // left as it was when a staging buffer is used.
-  at::Tensor buf = reducible(tensors[0], r, s, true, /*write_back=*/root);
+  at::Tensor buf = reducible(tensors[0], r, s, true, /*write_back=*/root, "reduce");
   if (r.average && root) averageFirst(buf, getSize(), s);
   c10d::ReduceOptions o = opts;
   o.reduceOp = r.gloo_op;
@@ -102,7 +103,7 @@ WorkPtr ProcessGroupNeuron::reduceScatterComposed(const char* c10d_op, const cha
     // was), reduced whole; this rank keeps its chunk.
     const at::Tensor& in = inputs[i];
     bool complex = at::isComplexType(in.scalar_type());
-    at::ScalarType staged = complex ? in.scalar_type() : *reduceDtype(in.scalar_type());
+    at::ScalarType staged = complex ? in.scalar_type() : r.in_float ? at::kFloat : *reduceDtype(in.scalar_type());
     at::Tensor tmp = at::empty({in.numel()}, in.options().dtype(staged));
     at::Tensor host = hostAlias(tmp);
     host.copy_(hostAlias(in).reshape({-1}));
@@ -114,10 +115,11 @@ WorkPtr ProcessGroupNeuron::reduceScatterComposed(const char* c10d_op, const cha
     at::Tensor mine = host.narrow(0, chunk * getRank(), chunk);
     at::Tensor dst = hostAlias(outputs[i]);
     int size = getSize();
-    bool average = r.average;
-    s.steps.push_back([mine, dst, size, average]() mutable {
+    bool average = r.average, in_float = r.in_float;
+    s.steps.push_back([mine, dst, size, average, in_float, op]() mutable {
       if (average) divideBy(mine, size);
-      dst.copy_(mine.view(dst.sizes()));
+      if (in_float) storeReduced(mine.view(dst.sizes()), dst, op);
+      else dst.copy_(mine.view(dst.sizes()));
     });
   }
   WorkPtr w;

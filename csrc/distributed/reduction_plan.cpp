@@ -4,6 +4,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/view_as_real.h>
 
+#include "aten/execution/numerics.h"
 #include "aten/execution/tensor_alias.h"
 
 namespace neuron_sim::distributed {
@@ -85,11 +86,13 @@ std::string planReduction(const ReduceOp& op, at::ScalarType dtype, Reduction& r
       return "unsupported reduce op";
   }
   if (!reduceDtype(dtype)) return std::string("reductions of dtype ") + c10::toString(dtype) + " are not supported";
+  r.in_float = r.gloo_op.op_ == ReduceOp::SUM && !complex && reducesInFloat(dtype);
   return "";
 }
 
-at::Tensor reducible(const at::Tensor& t, const Reduction& r, Staging& s, bool copy_in, bool write_back) {
-  at::ScalarType work = *reduceDtype(t.scalar_type());
+at::Tensor reducible(const at::Tensor& t, const Reduction& r, Staging& s, bool copy_in, bool write_back,
+                     const char* op) {
+  at::ScalarType work = r.in_float ? at::kFloat : *reduceDtype(t.scalar_type());
   bool complex = at::isComplexType(t.scalar_type());
   at::Tensor buf;
   if (t.is_contiguous() && (work == t.scalar_type() || complex) && !r.premul) {
@@ -103,7 +106,11 @@ at::Tensor reducible(const at::Tensor& t, const Reduction& r, Staging& s, bool c
     if (write_back) {
       at::Tensor dst = hostAlias(t);
       at::Tensor src = buf;
-      s.steps.push_back([src, dst]() mutable { dst.copy_(src); });
+      const bool in_float = r.in_float;
+      s.steps.push_back([src, dst, in_float, op]() mutable {
+        if (in_float) storeReduced(src, dst, op);
+        else dst.copy_(src);
+      });
     }
   }
   if (complex) buf = at::view_as_real(buf);

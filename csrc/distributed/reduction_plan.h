@@ -18,6 +18,9 @@ struct Reduction {
   bool average = false;    // AVG = SUM, then divide by the group size
   bool premul = false;     // PREMUL_SUM = multiply by a factor, then SUM
   double factor = 1.0;
+  // The device's numerics (aten/execution/numerics.h): a sum of integers runs
+  // in fp32, a bf16/fp16 sum in fp32 rounded stochastically when switched on.
+  bool in_float = false;
 };
 
 // The dtype a reduction of `s` runs in, or nullopt when it cannot be reduced.
@@ -28,7 +31,9 @@ std::string planReduction(const c10d::ReduceOp& op, at::ScalarType dtype, Reduct
 
 // A host buffer gloo reduces in place for device tensor `t`: its alias when
 // gloo can take it as it is, else a staging tensor. `copy_in`: starts as `t`.
-at::Tensor reducible(const at::Tensor& t, const Reduction& r, Staging& s, bool copy_in, bool write_back);
+// `op` names the collective (a result that reached 2^24 is noted under it).
+at::Tensor reducible(const at::Tensor& t, const Reduction& r, Staging& s, bool copy_in, bool write_back,
+                     const char* op);
 
 // Divides `buf` by the group size first among the finishing steps: a narrower
 // dtype copied back would wrap before dividing.

@@ -48,7 +48,7 @@ from typing import Any, Optional
 import torch
 
 from .. import _C, memory
-from ..execution import native_ops, tracking
+from ..execution import native_ops, numerics, tracking
 from ..device.device import machine as _machine
 from ..distributed.collective_ops import POINT_TO_POINT_OPS
 from .page_sections import TIMELINE_EVENTS
@@ -105,9 +105,17 @@ def _record_collective(op_name: str, nbytes: int) -> None:
             r._collective_bytes[key] = r._collective_bytes.get(key, 0) + nbytes
 
 
+def _record_rounding(op_name: str) -> None:
+    r = _active
+    if r is not None:
+        key = (op_name, _user_site())
+        r._rounding_sites[key] = r._rounding_sites.get(key, 0) + 1
+
+
 # C++ calls these only while a report is active (reportActive()): set once.
 _C._set_fallback_reporter(_record_fallback)
 _C._set_collective_reporter(_record_collective)
+numerics.set_rounding_reporter(_record_rounding)
 
 _graphs: Any = None  # compile.graphs, imported when the first report starts
 
@@ -160,6 +168,7 @@ class Report:
         self.trace = trace
         self._sites: dict[tuple[str, str], int] = {}  # (op, site) -> fallback calls
         self._collective_sites: dict[tuple[str, str], int] = {}  # (c10d op, site) -> calls
+        self._rounding_sites: dict[tuple[str, str], int] = {}  # (integer op, site) -> calls that reached 2^24
         self._collective_bytes: dict[tuple[str, str], int] = {}  # (c10d op, site) -> bytes
         self._profile: Any = None  # torch.profiler's session, with `trace`
 
@@ -270,6 +279,12 @@ class Report:
             c["count"] += n
             c["bytes"] += nbytes
             c["sites"].append({"site": site, "count": n, "bytes": nbytes})
+        # Integer ops the device computes in fp32 whose values reached 2^24 (docs/numerics.md).
+        rounding: dict[str, dict[str, Any]] = {}
+        for (op, site), n in sorted(self._rounding_sites.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1])):
+            c = rounding.setdefault(op, {"op": op, "count": 0, "sites": []})
+            c["count"] += n
+            c["sites"].append({"site": site, "count": n})
         signatures = sum(d["compilations"] for d in delta.values())
         many = [{"op": op, "signatures": d["compilations"]}
                 for op, d in sorted(delta.items(), key=lambda kv: (-kv[1]["compilations"], kv[0]))
@@ -290,6 +305,7 @@ class Report:
             "host_casts_64bit": now.host_casts64 - before.host_casts64,
             "host_copies": {"count": copies[0], "bytes": copies[1], "seconds": copies[2] / 1e9},
             "unsupported_features": unsupported,
+            "would_round_on_trainium": sorted(rounding.values(), key=lambda c: (-c["count"], c["op"])),
             "collectives": sorted((c for c in collectives.values() if c["op"] not in POINT_TO_POINT_OPS),
                                   key=lambda c: (-c["bytes"], c["op"])),
             "point_to_point": sorted((c for c in collectives.values() if c["op"] in POINT_TO_POINT_OPS),

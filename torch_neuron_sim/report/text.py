@@ -47,6 +47,14 @@ def render_text(data: dict[str, Any]) -> str:
     out.append(f"\nUnsupported features hit: {len(un)}")
     for u in un:
         out.append(f"  {u['feature']:<58} {u['count']:>8} time(s)")
+    wr = d.get("would_round_on_trainium", [])
+    if wr:
+        out.append(f"\nInteger results that would round on Trainium (computed in fp32, exact below 2^24): "
+                   f"{sum(w['count'] for w in wr)} call(s)")
+        for w in wr:
+            out.append(f"  {w['op']:<58} {w['count']:>8} call(s)")
+            for s in w["sites"][:5]:
+                out.append(f"      {s['count']:>6} x  {short_site(s['site'])}")
     co = d.get("collectives", [])
     out.append(f"\nCollectives (c10d backend 'neuron'): {sum(c['count'] for c in co)} call(s), "
                f"{size(sum(c['bytes'] for c in co))} moved")

@@ -34,6 +34,7 @@
 #include "aten/execution/fallback_alias.h"
 #include "aten/execution/fallback_policy.h"
 #include "aten/execution/fast_path.h"
+#include "aten/execution/numerics.h"
 #include "aten/execution/op_table.h"
 #include "aten/execution/placement.h"
 #include "aten/execution/report_measures.h"
@@ -142,7 +143,9 @@ void runNative(const c10::OperatorHandle& op, OpEntry& e, Stack* stack, const Ca
   if (C10_UNLIKELY(facts.narrow)) narrowArguments(e, stack, first, nargs, narrowed);
   {
     ArenaScope scope(device);
-    if (e.host_kernel) e.host_kernel(op, stack);  // a native op with no CPU kernel (attention.cpp)
+    // The device's numerics (numerics.h: stochastic rounding, auto-cast, integers in fp32): one branch when off.
+    if (C10_UNLIKELY(numericsApply(e, facts.dtype_bits))) runUnderNumerics(op, e, stack, facts.dtype_bits);
+    else if (e.host_kernel) e.host_kernel(op, stack);  // a native op with no CPU kernel (attention.cpp)
     else runCpuKernel(op, e, stack, facts.dtype_bits);  // widens a dtype the CPU kernel lacks (dtype_widening.cpp)
     if (C10_UNLIKELY(facts.narrow)) widenResults(narrowed, stack, op.schema().returns().size());
   }

@@ -60,6 +60,7 @@
 #include "aten/execution/device_events.h"
 #include "aten/execution/execution.h"
 #include "aten/execution/fallback_policy.h"
+#include "aten/execution/numerics.h"
 #include "aten/execution/op_table.h"
 #include "aten/execution/report_measures.h"
 #include "aten/execution/tensor_alias.h"
@@ -109,7 +110,10 @@ struct Unboxed<Op, at::Tensor(Args...)> {
     int i = 0;
     (walk.add(args, i++), ...);
     const CallFacts facts = walk.finish();
-    if (!facts.on_neuron || facts.placement != Placement::kOk || facts.complex || facts.wide) return boxed(args...);
+    // The device's numerics (numerics.h) are the boxed path's: one branch when off.
+    if (!facts.on_neuron || facts.placement != Placement::kOk || facts.complex || facts.wide ||
+        C10_UNLIKELY(numericsApply(e, facts.dtype_bits)))
+      return boxed(args...);
     checkPrecondition(e, handle(), args...);
     std::optional<at::Tensor> out = run(e, facts, args...);
     return out ? *std::move(out) : boxed(args...);
@@ -215,7 +219,7 @@ struct UnboxedOut<Op, Shape, at::Tensor&(Args...)> {
     (walk.add(args, i++), ...);
     const CallFacts facts = walk.finish();
     if (!facts.on_neuron || facts.placement != Placement::kOk || facts.complex || facts.wide ||
-        out.device().type() != kNeuron)
+        out.device().type() != kNeuron || C10_UNLIKELY(numericsApply(e, facts.dtype_bits)))
       return boxed(args...);
     checkPrecondition(e, handle(), args...);
     return run(e, facts, out, args...) ? out : boxed(args...);

@@ -3,6 +3,7 @@
 
 #include "aten/execution/dtype_policy.h"
 #include "aten/execution/kernel_runs.h"
+#include "aten/execution/numerics.h"
 
 #include <memory>
 #include <mutex>
@@ -96,6 +97,7 @@ OpEntry& opEntry(const c10::OperatorHandle& op) {
         slot->generator_args.push_back(i);
     }
     readDtypeFacts(*slot, op.schema());
+    readNumericsFacts(*slot);
     refreshFastPath(*slot);
   }
   cache.emplace(key, slot.get());

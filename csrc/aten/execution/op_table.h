@@ -62,6 +62,7 @@ struct OpEntry {
   std::atomic<uint64_t> widened{0};        // calls computed in a wider dtype (dtype_widening.cpp)
   std::atomic<uint64_t> kernel_dtypes_checked{0};  // ScalarType bits the CPU kernel has been tried in
   std::atomic<uint64_t> widen_dtypes{0};           // ScalarType bits it lacks: computed wider
+  uint64_t integer_math = 0;  // ScalarType bits the device computes in fp32 for this op (numerics.h)
   // The eager compile cache (compile_cache.cpp): one entry per distinct
   // (op, dtypes, shapes) signature, as the real backend compiles one NEFF each.
   std::mutex signatures_mu;

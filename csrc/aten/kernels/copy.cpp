@@ -14,6 +14,7 @@
 #include "aten/execution/adaptive_eager.h"
 #include "aten/execution/device_events.h"
 #include "aten/execution/dtype_policy.h"
+#include "aten/execution/numerics.h"
 #include "aten/execution/tensor_alias.h"
 #include "aten/execution/op_table.h"
 #include "aten/execution/report_measures.h"
@@ -28,6 +29,17 @@ std::atomic<uint64_t> g_host_device_copies{0};
 // host and device is handed to it; its nested copy runs here with t_routing set.
 std::atomic<CopyRouter> g_router{nullptr};
 thread_local bool t_routing = false;
+
+// The copy's bytes. A cast on the device into bf16/fp16/fp8 rounds as the
+// device's numerics say (numerics.h: stochastically when switched on); a
+// cast from the host ran on the CPU first and rounds as the CPU does.
+void copyValues(const at::Tensor& self, const at::Tensor& dst) {
+  if (C10_UNLIKELY(self.scalar_type() != dst.scalar_type()) && runtime::numerics::rules() != 0 &&
+      self.device().type() == kNeuron && dst.device().type() == kNeuron &&
+      castUnderNumerics(onHost(self), onHost(dst)))
+    return;
+  onHost(dst).copy_(onHost(self));
+}
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
   runtime::HostAccess access;  // NEURON_SIM_PROTECT: copies touch arena pages
@@ -72,10 +84,10 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   // Kernels complete when launched, so non_blocking copies are complete too.
   const int64_t issued = C10_UNLIKELY(recordingEvents()) ? runtime::wallNowNs() : 0;
   if (C10_LIKELY(!reportActive())) {
-    onHost(dst).copy_(onHost(self));
+    copyValues(self, dst);
   } else {
     const auto start = std::chrono::steady_clock::now();
-    onHost(dst).copy_(onHost(self));
+    copyValues(self, dst);
     if (self.device().type() != dst.device().type())  // host<->device, for the migration report
       noteHostCopy(dst.numel() * dst.element_size(),
                    std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
