@@ -905,13 +905,41 @@ def test_backward_ops_with_an_output_mask_return_what_the_device_returns():
 
     torch.manual_seed(0)
     masks = [list(m) for m in itertools.product([False, True], repeat=3)]
-    # convolution_backward and native_layer_norm_backward: as the CPU, mask by mask (None where not asked)
-    x, w, gy = torch.randn(2, 3, 6, 6), torch.randn(4, 3, 3, 3), torch.randn(2, 4, 4, 4)
-    conv = ([4], [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    # convolution_backward (1-D, 2-D, 3-D, transposed): None wherever the mask says no - where
+    # the CPU's kernel for 1-D computes the weight gradient with the bias gradient anyway - and
+    # the CPU's values where it says yes.
+    for dims in (1, 2, 3):
+        for transposed in (False, True):
+            x, w = torch.randn(2, 3, *[5] * dims), torch.randn(3, 3, *[3] * dims)
+            gy = torch.randn(2, 3, *[7 if transposed else 3] * dims)
+            conv = ([3], [1] * dims, [0] * dims, [1] * dims, transposed, [0] * dims, 1)
+            full = torch.ops.aten.convolution_backward(gy, x, w, *conv, [True, True, True])
+            for m in masks:
+                got = torch.ops.aten.convolution_backward(gy.to(D), x.to(D), w.to(D), *conv, m)
+                _same_outputs(got, [r if keep else None for r, keep in zip(full, m)],
+                              f"convolution_backward {dims}-D transposed={transposed} {m}")
+    xc, wc = torch.randn(2, 3, 5), torch.randn(3, 3, 3)
+    gc = torch.randn(2, 3, 3)
+    conv1d = ([3], [1], [0], [1], False, [0], 1)
+    assert torch.ops.aten.convolution_backward(gc, xc, wc, *conv1d, [True, False, True])[1] is not None  # the CPU
+    on_device = [t.to(D) for t in (gc, xc, wc)]
+    with track_neuron_ops() as ops:
+        got = torch.ops.aten.convolution_backward(*on_device, *conv1d, [True, False, True])
+    assert got[1] is None and ops.executed == ["aten::convolution_backward"] and ops.fallback == []
+    # The normalisation backwards: as the CPU, mask by mask.
+    xb, wb, bb, gb = torch.randn(4, 6, 5), torch.randn(6), torch.randn(6), torch.randn(4, 6, 5)
+    _, mean_g, rstd_g = torch.ops.aten.native_group_norm(xb, wb, bb, 4, 6, 5, 2, 1e-5)
+    rm, rv = torch.zeros(6), torch.ones(6)
+    _, save_mean, save_invstd = torch.ops.aten.native_batch_norm(xb, wb, bb, rm, rv, True, 0.1, 1e-5)
     for m in masks:
-        ref = torch.ops.aten.convolution_backward(gy, x, w, *conv, m)
-        got = torch.ops.aten.convolution_backward(gy.to(D), x.to(D), w.to(D), *conv, m)
-        _same_outputs(got, ref, f"convolution_backward {m}")
+        ref = torch.ops.aten.native_group_norm_backward(gb, xb, mean_g, rstd_g, wb, 4, 6, 5, 2, m)
+        got = torch.ops.aten.native_group_norm_backward(*(t.to(D) for t in (gb, xb, mean_g, rstd_g, wb)),
+                                                        4, 6, 5, 2, m)
+        _same_outputs(got, ref, f"native_group_norm_backward {m}")
+        ref = torch.ops.aten.native_batch_norm_backward(gb, xb, wb, rm, rv, save_mean, save_invstd, True, 1e-5, m)
+        got = torch.ops.aten.native_batch_norm_backward(*(t.to(D) for t in (gb, xb, wb, rm, rv, save_mean,
+                                                                            save_invstd)), True, 1e-5, m)
+        _same_outputs(got, ref, f"native_batch_norm_backward {m}")
     h, lw, lb = torch.randn(3, 5, 8), torch.randn(8), torch.randn(8)
     _, mean, rstd = torch.native_layer_norm(h, [8], lw, lb, 1e-5)
     gh = torch.randn(3, 5, 8)
@@ -978,7 +1006,7 @@ def test_an_out_of_bounds_index_is_a_runtime_error():
 
 def test_argument_errors_with_the_devices_types_and_messages():
     a = torch.randn(4, 3, device=D)
-    with pytest.raises(RuntimeError, match="Tensor list must have same number of elements as scalar list"):
+    with pytest.raises(ValueError, match="Tensor list must have same number of elements as scalar list"):
         torch._foreach_add([a, a], [1.0])
     with pytest.raises(TypeError, match="cumsum\\(\\): argument 'dim' must be int, not float"):
         torch.cumsum(a, dim=1.5)
@@ -1013,20 +1041,27 @@ _EVENT_KINDS = {
 
 
 @pytest.mark.parametrize("kind", sorted(_EVENT_KINDS))
-def test_elapsed_time_misuse_raises_cudas_exception_and_words(kind):
-    # PyTorch raises these as ValueError for CUDA events (c10::cuda::CUDAEvent) and for every
-    # torch.Event (c10::impl::InlineEvent, which checks before asking the backend); code
-    # written for torch.cuda.Event catches the same type here.
+def test_elapsed_time_misuse_raises_the_devices_or_torchs_exception(kind):
+    # The device's own Event class (torch.neuron.Event, torch_neuronx.Event) refuses to time an
+    # event created without timing with a RuntimeError; a generic torch.Event keeps PyTorch's
+    # ValueError (c10::impl::InlineEvent checks before asking the backend), as for cuda.
     make = _EVENT_KINDS[kind]
     untimed = make(False), make(False)
     for e in untimed:
         e.record()
     timed = make(True), make(True)
+    devices_own = kind != "torch.Event"
     for a, b in ((untimed[0], untimed[1]), (timed[0], untimed[1]), (untimed[0], timed[0])):
-        with pytest.raises(ValueError,
-                           match=re.escape("Both events must be created with argument 'enable_timing=True'.")) as err:
-            a.elapsed_time(b)
-        assert type(err.value) is ValueError
+        if devices_own:
+            with pytest.raises(RuntimeError, match="^Event was not created with timing enabled$") as err:
+                a.elapsed_time(b)
+            assert type(err.value) is RuntimeError
+        else:
+            with pytest.raises(ValueError,
+                               match=re.escape("Both events must be created with argument 'enable_timing=True'.")) as err:
+                a.elapsed_time(b)
+            assert type(err.value) is ValueError
+    assert isinstance(untimed[0], torch.Event) and isinstance(untimed[0], torch.neuron.Event)
     timed[0].record()
     for a, b in ((timed[0], timed[1]), (timed[1], timed[0])):
         with pytest.raises(ValueError,
@@ -1034,10 +1069,11 @@ def test_elapsed_time_misuse_raises_cudas_exception_and_words(kind):
             a.elapsed_time(b)
         assert type(err.value) is ValueError
     timed[1].record()
-    other = torch.Event("neuron", enable_timing=True)  # events of every kind time against each other
+    other = torch.Event("neuron", enable_timing=True)  # a generic event times against every kind
     other.record()
     assert timed[0].elapsed_time(timed[1]) >= 0 and timed[0].elapsed_time(other) >= 0
-    assert other.elapsed_time(timed[0]) <= 0
+    if not devices_own:  # (PyTorch's C++ method takes torch.Event itself only as its argument)
+        assert other.elapsed_time(timed[0]) <= 0
 
 
 def test_index_copy_broadcasts_the_source_as_the_device_does():
@@ -1066,21 +1102,27 @@ def test_index_copy_broadcasts_the_source_as_the_device_does():
 
 
 def test_in_place_add_into_non_contiguous_tensors():
-    # add_ on a view writes through its strides, as on the CPU; add(out=) into a
-    # non-contiguous tensor is refused with the device's fallback error (the out tensor
-    # untouched), or under TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1 with the
-    # disabled-fallback error.
+    # The device's kernels write contiguous outputs only: add_ on a non-contiguous view is not
+    # native, it falls back to the CPU (recorded as a fallback) and writes through the view's
+    # strides; add(out=) into a non-contiguous tensor is refused with the device's fallback
+    # error (the out tensor untouched), or under TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1
+    # with the disabled-fallback error.
     ac = torch.randn(4, 3)
     a = ac.to(D)
-    for view in (lambda t: t[:, :3], lambda t: t.t()[:3].t()):
+    for view in (lambda t: t[:, :3], lambda t: t.t()[:3].t(), lambda t: t[:, 3]):
         yc, y = torch.zeros(4, 4), torch.zeros(4, 4, device=D)
+        other = ac if view(yc).dim() == 2 else ac[:, 0]
         with track_neuron_ops() as ops:
-            view(y).add_(a, alpha=2)
+            view(y).add_(other.to(D), alpha=2)
             view(y).add_(1)
-        view(yc).add_(ac, alpha=2)
+        view(yc).add_(other, alpha=2)
         view(yc).add_(1)
         assert torch.equal(y.cpu(), yc)
-        assert "aten::add_.Tensor" in ops.executed and ops.fallback == []
+        assert ops.fallback == ["aten::add_.Tensor"] and "aten::add_.Tensor" not in ops.executed
+    b = a.clone()
+    with track_neuron_ops() as ops:
+        b.add_(1)  # a contiguous output stays native
+    assert ops.executed == ["aten::add_.Tensor"] and ops.fallback == []
     out = torch.zeros(4, 4, device=D)
     with pytest.raises(RuntimeError, match="^CPU fallback failed. Cannot copy result to output tensor which is not "
                                            "contiguous"):
@@ -1111,3 +1153,111 @@ def test_other_out_ops_write_through_non_contiguous_tensors(call):
     call(ac, outc[:, :3])
     call(ac.to(D), out[:, :3])
     assert torch.equal(out.cpu(), outc)
+
+
+_IN_PLACE = {  # base name -> the call on a view of a (4, 5) float tensor, and the device's words
+    "aten::add_": (lambda v: v.add_(2), "Cannot add non-contiguous tensor"),
+    "aten::mul_": (lambda v: v.mul_(torch.full_like(v, 3.0)), "Cannot process non-contiguous tensor"),
+    "aten::fill_": (lambda v: v.fill_(5.0), "Cannot process non-contiguous tensor"),
+    "aten::zero_": (lambda v: v.zero_(), "Cannot process non-contiguous tensor"),
+    "aten::masked_fill_": (lambda v: v.masked_fill_(v > 0, -1.0), "Cannot process non-contiguous tensor"),
+    "aten::index_copy_": (lambda v: v.index_copy_(0, torch.tensor([1, 3], device=v.device),
+                                                  torch.full((2,), 7.0, device=v.device)),
+                          "Cannot process non-contiguous tensor"),
+}
+
+
+@pytest.mark.parametrize("base", sorted(_IN_PLACE))
+def test_native_in_place_ops_on_a_non_contiguous_output_fall_back(base):
+    # m[:, 3] is a non-contiguous view: the device's in-place kernel cannot write it, so by
+    # default the op falls back to the CPU (recorded) and writes through the view as the CPU
+    # does; under TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1 it raises the device's
+    # error and leaves the tensor as it was.
+    run, words = _IN_PLACE[base]
+    mc = torch.randn(4, 5)
+    m = mc.to(D)
+    with track_neuron_ops() as ops:
+        run(m[:, 3])
+    run(mc[:, 3])
+    assert torch.equal(m.cpu(), mc)
+    assert len(ops.fallback) == 1 and ops.fallback[0].startswith(base), ops.fallback
+    assert not any(name.startswith(base) for name in ops.executed), ops.executed
+    torch_neuron_sim.tracking.set_fallback_only_for_unimplemented(True)
+    try:
+        with pytest.raises(RuntimeError, match=r"^CPU fallback disabled because TORCH_NEURONX_FALLBACK_ONLY_FOR_"
+                                               rf"UNIMPLEMENTED_OPS=1\. Operation {re.escape(base)}.* {words}"):
+            run(m[:, 3])
+    finally:
+        torch_neuron_sim.tracking.set_fallback_only_for_unimplemented(False)
+    assert torch.equal(m.cpu(), mc)  # untouched
+    row = m[1]  # a contiguous view stays native
+    with track_neuron_ops() as ops:
+        run(row)
+    run(mc[1])
+    assert torch.equal(m.cpu(), mc) and ops.fallback == []
+
+
+def test_in_place_op_on_an_overlapping_view_keeps_the_cpus_error():
+    m = torch.zeros(3, device=D).expand(4, 3)  # not contiguous, and its elements overlap
+    with pytest.raises(RuntimeError, match="unsupported operation: more than one element of the written-to tensor"):
+        m.add_(1)
+    assert torch.zeros(3, device=D).add_(1).cpu().tolist() == [1.0] * 3  # the process goes on
+
+
+def test_circular_padding_copies_on_the_device():
+    # F.pad(mode="circular") is a composite: a new_empty output filled by copy_ calls into its
+    # slices, which run on the device (recorded "aten::copy_", as TorchNeuron's tests check).
+    for shape, pad in (((1, 2, 5), (2, 1)), ((1, 2, 4, 4), (1, 1, 1, 1)), ((1, 1, 3, 3, 3), (1, 0, 0, 1, 1, 1))):
+        x = torch.randn(*shape)
+        with track_neuron_ops() as ops:
+            got = F.pad(x.to(D), pad, mode="circular")
+        assert torch.equal(got.cpu(), F.pad(x, pad, mode="circular")), shape
+        assert "aten::copy_" in ops.executed and ops.fallback == [], (ops.executed, ops.fallback)
+    a, b = torch.randn(3, device=D), torch.empty(3, device=D)
+    with track_neuron_ops() as ops:
+        b.copy_(a)  # device to device: the device's copy_
+        b.copy_(torch.ones(3))  # host to device: a transfer, no op
+        torch.ones(3).copy_(a)
+    assert ops.executed.count("aten::copy_") == 1 and ops.fallback == []
+
+
+def test_foreach_with_a_scalar_list_of_the_wrong_length_is_a_value_error():
+    ts = [torch.ones(2, device=D), torch.ones(3, device=D)]
+    for call in (lambda: torch._foreach_add(ts, [1.0, 2.0, 3.0]), lambda: torch._foreach_add_(ts, [1.0]),
+                 lambda: torch._foreach_mul(ts, [2.0]), lambda: torch._foreach_sub_(ts, [1.0, 2.0, 3.0]),
+                 lambda: torch._foreach_div(ts, [1.0])):
+        with pytest.raises(ValueError, match="^Tensor list must have same number of elements as scalar list"):
+            call()
+    assert [t.cpu().tolist() for t in ts] == [[1.0] * 2, [1.0] * 3]  # nothing written
+    assert [t.cpu().tolist() for t in torch._foreach_add(ts, [1.0, 2.0])] == [[2.0] * 2, [3.0] * 3]
+
+
+def test_index_copy_of_an_empty_input_takes_a_broadcastable_source():
+    # Nothing to write: the device accepts any source that broadcasts to the (empty) slices,
+    # in place and out of place, where the CPU wants their exact shape.
+    idx = torch.tensor([], dtype=torch.long)
+    for shape, source in (((0,), torch.tensor(1.0)), ((0,), torch.ones(1)), ((0, 3), torch.ones(3)),
+                          ((0, 3), torch.ones(1, 3)), ((0, 3), torch.tensor(2.0))):
+        with pytest.raises(IndexError, match=r"index_copy_\(\)"):
+            torch.zeros(shape).index_copy(0, idx, source)
+        for run in (lambda s: torch.zeros(shape, device=D).index_copy(0, idx.to(D), s),
+                    lambda s: torch.zeros(shape, device=D).index_copy_(0, idx.to(D), s),
+                    lambda s: torch.index_copy(torch.zeros(shape, device=D), 0, idx.to(D), s,
+                                               out=torch.empty(shape, device=D))):
+            got = run(source.to(D))
+            assert got.shape == shape and got.device.type == "neuron"
+    with pytest.raises(IndexError, match=r"Number of indices \(0\) should be equal to source.size\(dim\) \(5\)"):
+        torch.zeros(0, device=D).index_copy_(0, idx.to(D), torch.ones(5, device=D))  # does not broadcast
+
+
+def test_multi_head_attention_warns_on_every_call():
+    # Python's warning filters decide what is shown: with "always" every call's warning is seen
+    # (pytest.warns sets it), in whichever test of the process it runs.
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).to(D).eval()
+    q = torch.randn(2, 256, 8, device=D)
+    args = (q, q, q, 8, 2, mha.in_proj_weight, mha.in_proj_bias, mha.out_proj.weight, mha.out_proj.bias)
+    with torch.no_grad():
+        for _ in range(3):
+            with pytest.warns(UserWarning, match="Sequence length 256 is not a multiple of 512"):
+                out, _ = torch._native_multi_head_attention(*args, need_weights=False)
+            assert out.shape == (2, 256, 8)

@@ -10,6 +10,7 @@
 //              op that only reads its inputs reads them in place unless the
 //              copies are observed: fallback_alias.h.)
 #include "aten/precompiled.h"  // first: precompiled (docs/building.md)
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/util/SmallVector.h>
@@ -286,6 +287,21 @@ std::string describeArgs(const c10::OperatorHandle& op, const Stack& stack) {
   return out.str();
 }
 
+// A native in-place op whose output is a non-contiguous view (m[:, 3].add_(2)):
+// the device's kernels write contiguous outputs only, so its implementation
+// fails and the op falls back to the CPU, which writes through the view
+// (false), or, under TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1,
+// raises. A view whose elements overlap stays native: the CPU kernel refuses
+// it in PyTorch's words.
+C10_NOINLINE bool writesContiguously(const c10::OperatorHandle& op, const OpEntry& e, const Stack& stack) {
+  const at::Tensor& self = stack[stack.size() - op.schema().arguments().size()].toTensor();
+  if (!self.defined() || self.is_contiguous() || at::has_internal_overlap(self) == at::MemOverlap::Yes) return true;
+  if (fallbackOnlyForUnimplemented())
+    raiseImplementationError(e.name, e.base == "aten::add_" ? "Cannot add non-contiguous tensor"
+                                                            : "Cannot process non-contiguous tensor");
+  return false;
+}
+
 // Every op without a kernel of its own. One walk reads the call's facts;
 // the op then goes native or falls back, and never scans its arguments again.
 void neuronKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* stack) {
@@ -298,7 +314,8 @@ void neuronKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* sta
   if (C10_UNLIKELY(!e.generator_args.empty())) checkGeneratorPlacement(op, facts);
   // The device computes in no complex dtype (docs/semantics.md): a native op
   // called on complex tensors takes the CPU fallback, as on the real backend.
-  if (native && checkInputs(op, e, *stack, facts) && C10_LIKELY(!facts.complex)) {
+  if (native && checkInputs(op, e, *stack, facts) && C10_LIKELY(!facts.complex) &&
+      (C10_LIKELY(!e.in_place) || writesContiguously(op, e, *stack))) {
     // The device's own argument checks: their errors propagate as raised.
     if (Precondition check = e.precondition.load(std::memory_order_relaxed); C10_UNLIKELY(check != nullptr))
       check(op, *stack);
