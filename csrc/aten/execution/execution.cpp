@@ -10,7 +10,6 @@
 //              op that only reads its inputs reads them in place unless the
 //              copies are observed: fallback_alias.h.)
 #include "aten/precompiled.h"  // first: precompiled (docs/building.md)
-#include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/util/SmallVector.h>
@@ -285,21 +284,6 @@ std::string describeArgs(const c10::OperatorHandle& op, const Stack& stack) {
   }
   out << "]";
   return out.str();
-}
-
-// A native in-place op whose output is a non-contiguous view (m[:, 3].add_(2)):
-// the device's kernels write contiguous outputs only, so its implementation
-// fails and the op falls back to the CPU, which writes through the view
-// (false), or, under TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1,
-// raises. A view whose elements overlap stays native: the CPU kernel refuses
-// it in PyTorch's words.
-C10_NOINLINE bool writesContiguously(const c10::OperatorHandle& op, const OpEntry& e, const Stack& stack) {
-  const at::Tensor& self = stack[stack.size() - op.schema().arguments().size()].toTensor();
-  if (!self.defined() || self.is_contiguous() || at::has_internal_overlap(self) == at::MemOverlap::Yes) return true;
-  if (fallbackOnlyForUnimplemented())
-    raiseImplementationError(e.name, e.base == "aten::add_" ? "Cannot add non-contiguous tensor"
-                                                            : "Cannot process non-contiguous tensor");
-  return false;
 }
 
 // Every op without a kernel of its own. One walk reads the call's facts;

@@ -126,3 +126,11 @@ def test_embedding_bag_per_sample_weights_failures(device, index_dtype, weights_
     with pytest.raises(NotImplementedError, match="only supported for mode='sum'"):
         mean_bag(idx, offsets, psw.float())
     assert bag(idx, offsets, psw.float()).shape == (5, 2)  # the process goes on
+
+
+def test_a_float64_comparison_meets_the_64_bit_rule():
+    # Where a generic test compares a native op's float64 result at float64 precision, the
+    # device's 64-bit rule shows (docs/semantics.md): the sum is computed in float32.
+    got = torch.ones(1, dtype=torch.float64, device="neuron") + 1e-10
+    assert got.dtype == torch.float64 and got.cpu().item() == 1.0
+    assert (torch.ones(1, dtype=torch.float64) + 1e-10).item() == 1.0000000001
