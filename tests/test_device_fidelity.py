@@ -1057,8 +1057,8 @@ def test_elapsed_time_misuse_raises_the_devices_or_torchs_exception(kind):
                 a.elapsed_time(b)
             assert type(err.value) is RuntimeError
         else:
-            with pytest.raises(ValueError,
-                               match=re.escape("Both events must be created with argument 'enable_timing=True'.")) as err:
+            words = re.escape("Both events must be created with argument 'enable_timing=True'.")
+            with pytest.raises(ValueError, match=words) as err:
                 a.elapsed_time(b)
             assert type(err.value) is ValueError
     assert isinstance(untimed[0], torch.Event) and isinstance(untimed[0], torch.neuron.Event)
