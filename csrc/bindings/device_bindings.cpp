@@ -64,6 +64,13 @@ void registerDeviceBindings(py::module_& m) {
   m.def("_set_current_stream", [](int i, int64_t id) {
     c10::impl::VirtualGuardImpl(kNeuron).exchangeStream(c10::Stream(c10::Stream::UNSAFE, neuronDevice(i), id));
   });
+  // Milliseconds between two recorded events, by their event_id (the backend's event):
+  // torch.neuron.Event.elapsed_time with another torch.neuron.Event, which PyTorch's C++
+  // method refuses as `other` (it takes torch.Event itself only). The guard's checks apply.
+  m.def("_event_elapsed_time", [](uintptr_t start, uintptr_t end) {
+    return c10::impl::VirtualGuardImpl(kNeuron).elapsedTime(reinterpret_cast<void*>(start),
+                                                            reinterpret_cast<void*>(end), -1);
+  });
   // One stream per device unless NEURON_RT_ENABLE_HOST_CC=1 (read at each stream creation).
   m.def("_multi_stream_mode", &multiStreamMode);
   m.def("_synchronize_device", [](int i) { c10::impl::VirtualGuardImpl(kNeuron).synchronizeDevice(i); });

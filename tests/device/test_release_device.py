@@ -164,20 +164,27 @@ _EVENT_KINDS = {
 
 
 @pytest.mark.parametrize("kind", sorted(_EVENT_KINDS))
-def test_elapsed_time_misuse_raises_cudas_exception_and_words(kind):
-    # PyTorch raises these as ValueError for CUDA events (c10::cuda::CUDAEvent) and for every
-    # torch.Event (c10::impl::InlineEvent, which checks before asking the backend); code
-    # written for torch.cuda.Event catches the same type here.
+def test_elapsed_time_misuse_raises_the_devices_or_torchs_exception(kind):
+    # The device's own Event class (torch.neuron.Event, torch_neuronx.Event) refuses to time an
+    # event created without timing with a RuntimeError; a generic torch.Event keeps PyTorch's
+    # ValueError (c10::impl::InlineEvent checks before asking the backend), as for cuda.
     make = _EVENT_KINDS[kind]
     untimed = make(False), make(False)
     for e in untimed:
         e.record()
     timed = make(True), make(True)
+    devices_own = kind != "torch.Event"
     for a, b in ((untimed[0], untimed[1]), (timed[0], untimed[1]), (untimed[0], timed[0])):
-        with pytest.raises(ValueError,
-                           match=re.escape("Both events must be created with argument 'enable_timing=True'.")) as err:
-            a.elapsed_time(b)
-        assert type(err.value) is ValueError
+        if devices_own:
+            with pytest.raises(RuntimeError, match="^Event was not created with timing enabled$") as err:
+                a.elapsed_time(b)
+            assert type(err.value) is RuntimeError
+        else:
+            words = re.escape("Both events must be created with argument 'enable_timing=True'.")
+            with pytest.raises(ValueError, match=words) as err:
+                a.elapsed_time(b)
+            assert type(err.value) is ValueError
+    assert isinstance(untimed[0], torch.Event) and isinstance(untimed[0], torch.neuron.Event)
     timed[0].record()
     for a, b in ((timed[0], timed[1]), (timed[1], timed[0])):
         with pytest.raises(ValueError,
@@ -185,7 +192,8 @@ def test_elapsed_time_misuse_raises_cudas_exception_and_words(kind):
             a.elapsed_time(b)
         assert type(err.value) is ValueError
     timed[1].record()
-    other = torch.Event("neuron", enable_timing=True)  # events of every kind time against each other
+    other = torch.Event("neuron", enable_timing=True)  # a generic event times against every kind
     other.record()
     assert timed[0].elapsed_time(timed[1]) >= 0 and timed[0].elapsed_time(other) >= 0
-    assert other.elapsed_time(timed[0]) <= 0
+    if not devices_own:  # (PyTorch's C++ method takes torch.Event itself only as its argument)
+        assert other.elapsed_time(timed[0]) <= 0

@@ -145,8 +145,13 @@ def test_elapsed_time_is_ordered_and_additive():
 
 
 def test_elapsed_time_errors():
-    with pytest.raises(ValueError, match="enable_timing=True"):
+    with pytest.raises(RuntimeError, match="^Event was not created with timing enabled$"):  # the device's words
         a, b = N.Event(), N.Event()
+        a.record()
+        b.record()
+        a.elapsed_time(b)
+    with pytest.raises(ValueError, match="enable_timing=True"):  # a generic torch.Event: PyTorch's
+        a, b = torch.Event("neuron"), torch.Event("neuron")
         a.record()
         b.record()
         a.elapsed_time(b)

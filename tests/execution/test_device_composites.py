@@ -177,13 +177,41 @@ def test_backward_ops_with_an_output_mask_return_what_the_device_returns():
 
     torch.manual_seed(0)
     masks = [list(m) for m in itertools.product([False, True], repeat=3)]
-    # convolution_backward and native_layer_norm_backward: as the CPU, mask by mask (None where not asked)
-    x, w, gy = torch.randn(2, 3, 6, 6), torch.randn(4, 3, 3, 3), torch.randn(2, 4, 4, 4)
-    conv = ([4], [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    # convolution_backward (1-D, 2-D, 3-D, transposed): None wherever the mask says no - where
+    # the CPU's kernel for 1-D computes the weight gradient with the bias gradient anyway - and
+    # the CPU's values where it says yes.
+    for dims in (1, 2, 3):
+        for transposed in (False, True):
+            x, w = torch.randn(2, 3, *[5] * dims), torch.randn(3, 3, *[3] * dims)
+            gy = torch.randn(2, 3, *[7 if transposed else 3] * dims)
+            conv = ([3], [1] * dims, [0] * dims, [1] * dims, transposed, [0] * dims, 1)
+            full = torch.ops.aten.convolution_backward(gy, x, w, *conv, [True, True, True])
+            for m in masks:
+                got = torch.ops.aten.convolution_backward(gy.to(D), x.to(D), w.to(D), *conv, m)
+                _same_outputs(got, [r if keep else None for r, keep in zip(full, m)],
+                              f"convolution_backward {dims}-D transposed={transposed} {m}")
+    xc, wc = torch.randn(2, 3, 5), torch.randn(3, 3, 3)
+    gc = torch.randn(2, 3, 3)
+    conv1d = ([3], [1], [0], [1], False, [0], 1)
+    assert torch.ops.aten.convolution_backward(gc, xc, wc, *conv1d, [True, False, True])[1] is not None  # the CPU
+    on_device = [t.to(D) for t in (gc, xc, wc)]
+    with track_neuron_ops() as ops:
+        got = torch.ops.aten.convolution_backward(*on_device, *conv1d, [True, False, True])
+    assert got[1] is None and ops.executed == ["aten::convolution_backward"] and ops.fallback == []
+    # The normalisation backwards: as the CPU, mask by mask.
+    xb, wb, bb, gb = torch.randn(4, 6, 5), torch.randn(6), torch.randn(6), torch.randn(4, 6, 5)
+    _, mean_g, rstd_g = torch.ops.aten.native_group_norm(xb, wb, bb, 4, 6, 5, 2, 1e-5)
+    rm, rv = torch.zeros(6), torch.ones(6)
+    _, save_mean, save_invstd = torch.ops.aten.native_batch_norm(xb, wb, bb, rm, rv, True, 0.1, 1e-5)
     for m in masks:
-        ref = torch.ops.aten.convolution_backward(gy, x, w, *conv, m)
-        got = torch.ops.aten.convolution_backward(gy.to(D), x.to(D), w.to(D), *conv, m)
-        _same_outputs(got, ref, f"convolution_backward {m}")
+        ref = torch.ops.aten.native_group_norm_backward(gb, xb, mean_g, rstd_g, wb, 4, 6, 5, 2, m)
+        got = torch.ops.aten.native_group_norm_backward(*(t.to(D) for t in (gb, xb, mean_g, rstd_g, wb)),
+                                                        4, 6, 5, 2, m)
+        _same_outputs(got, ref, f"native_group_norm_backward {m}")
+        ref = torch.ops.aten.native_batch_norm_backward(gb, xb, wb, rm, rv, save_mean, save_invstd, True, 1e-5, m)
+        got = torch.ops.aten.native_batch_norm_backward(*(t.to(D) for t in (gb, xb, wb, rm, rv, save_mean,
+                                                                            save_invstd)), True, 1e-5, m)
+        _same_outputs(got, ref, f"native_batch_norm_backward {m}")
     h, lw, lb = torch.randn(3, 5, 8), torch.randn(8), torch.randn(8)
     _, mean, rstd = torch.native_layer_norm(h, [8], lw, lb, 1e-5)
     gh = torch.randn(3, 5, 8)

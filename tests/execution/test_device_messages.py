@@ -128,7 +128,7 @@ def test_an_out_of_bounds_index_is_a_runtime_error():
 
 def test_argument_errors_with_the_devices_types_and_messages():
     a = torch.randn(4, 3, device=D)
-    with pytest.raises(RuntimeError, match="Tensor list must have same number of elements as scalar list"):
+    with pytest.raises(ValueError, match="Tensor list must have same number of elements as scalar list"):
         torch._foreach_add([a, a], [1.0])
     with pytest.raises(TypeError, match="cumsum\\(\\): argument 'dim' must be int, not float"):
         torch.cumsum(a, dim=1.5)
@@ -153,3 +153,27 @@ def test_argument_errors_with_the_devices_types_and_messages():
         torch.neuron.get_device_name("invalid")
     assert torch.neuron.get_device_name(torch.device("neuron:2")) == "neuron:2"
     assert torch.neuron.get_device_name(1) == "neuron:1"
+
+
+def test_foreach_with_a_scalar_list_of_the_wrong_length_is_a_value_error():
+    ts = [torch.ones(2, device=D), torch.ones(3, device=D)]
+    for call in (lambda: torch._foreach_add(ts, [1.0, 2.0, 3.0]), lambda: torch._foreach_add_(ts, [1.0]),
+                 lambda: torch._foreach_mul(ts, [2.0]), lambda: torch._foreach_sub_(ts, [1.0, 2.0, 3.0]),
+                 lambda: torch._foreach_div(ts, [1.0])):
+        with pytest.raises(ValueError, match="^Tensor list must have same number of elements as scalar list"):
+            call()
+    assert [t.cpu().tolist() for t in ts] == [[1.0] * 2, [1.0] * 3]  # nothing written
+    assert [t.cpu().tolist() for t in torch._foreach_add(ts, [1.0, 2.0])] == [[2.0] * 2, [3.0] * 3]
+
+
+def test_multi_head_attention_warns_on_every_call():
+    # Python's warning filters decide what is shown: with "always" every call's warning is seen
+    # (pytest.warns sets it), in whichever test of the process it runs.
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).to(D).eval()
+    q = torch.randn(2, 256, 8, device=D)
+    args = (q, q, q, 8, 2, mha.in_proj_weight, mha.in_proj_bias, mha.out_proj.weight, mha.out_proj.bias)
+    with torch.no_grad():
+        for _ in range(3):
+            with pytest.warns(UserWarning, match="Sequence length 256 is not a multiple of 512"):
+                out, _ = torch._native_multi_head_attention(*args, need_weights=False)
+            assert out.shape == (2, 256, 8)

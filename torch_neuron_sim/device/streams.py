@@ -75,27 +75,46 @@ class Stream(torch.Stream):
 
 
 class _EventType(type):
-    # Events are plain torch.Event objects (PyTorch's C++ methods accept
-    # nothing else as their `other`/`event` argument); isinstance still works.
+    # Every event on neuron counts as a torch.neuron.Event, torch.Event("neuron") ones
+    # included, so code that checks isinstance before waiting works with both.
     def __instancecheck__(cls, obj: Any) -> bool:
         return isinstance(obj, torch.Event) and obj.device is not None and obj.device.type == "neuron"
 
 
-class Event(metaclass=_EventType):
+class Event(torch.Event, metaclass=_EventType):
     """A marker in a stream: record it, wait on it, query it, time between two.
 
-    Event(enable_timing=False, blocking=False, interprocess=False) returns a
-    torch.Event on neuron, so it mixes freely with torch.Stream, torch.Event
-    and torch.accelerator. enable_timing=True is needed for elapsed_time, as
-    on cuda. Interprocess events are not supported (the emulated device
-    memory cannot be shared between processes)."""
+    Event(enable_timing=False, blocking=False, interprocess=False) is the
+    device's own event class: a torch.Event on neuron (PyTorch's C++ methods
+    take it as any torch.Event, and it mixes freely with torch.Stream and
+    torch.accelerator). elapsed_time needs enable_timing=True on both events;
+    the device raises RuntimeError "Event was not created with timing enabled"
+    otherwise (a generic torch.Event keeps PyTorch's ValueError). Interprocess
+    events are not supported (the emulated device memory cannot be shared
+    between processes)."""
 
     def __new__(cls, enable_timing: bool = False, blocking: bool = False,  # type: ignore[misc]
-                interprocess: bool = False) -> torch.Event:
+                interprocess: bool = False) -> "Event":
         if interprocess:
             raise NotImplementedError("neuron: interprocess events are not supported; the emulated device "
                                       "memory lives in one process. Create the Event with interprocess=False.")
-        return torch.Event(device="neuron", enable_timing=enable_timing, blocking=blocking)
+        event = super().__new__(cls, device="neuron", enable_timing=enable_timing, blocking=blocking)
+        event._enable_timing = bool(enable_timing)
+        return event
+
+    def elapsed_time(self, end_event: torch.Event) -> float:
+        """Milliseconds between this event's record and `end_event`'s."""
+        if not self._enable_timing or not getattr(end_event, "_enable_timing", True):
+            raise RuntimeError("Event was not created with timing enabled")
+        if type(end_event) is torch.Event:
+            return super().elapsed_time(end_event)
+        if not isinstance(end_event, torch.Event):
+            raise TypeError(f"elapsed_time expects a torch.Event, got {type(end_event).__name__}")
+        # Another torch.neuron.Event: PyTorch's C++ method takes torch.Event itself only as
+        # its argument, so the backend is asked directly, after InlineEvent's own check.
+        if not self.event_id or not end_event.event_id:
+            raise ValueError("Both events must be recorded before calculating elapsed time.")
+        return _C._event_elapsed_time(self.event_id, end_event.event_id)
 
 
 def current_stream_id(index: int) -> int:

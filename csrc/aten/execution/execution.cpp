@@ -305,7 +305,8 @@ void neuronKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* sta
   if (C10_UNLIKELY(!e.generator_args.empty())) checkGeneratorPlacement(op, facts);
   // The device computes in no complex dtype (docs/semantics.md): a native op
   // called on complex tensors takes the CPU fallback, as on the real backend.
-  if (native && checkInputs(op, e, *stack, facts) && C10_LIKELY(!facts.complex)) {
+  if (native && checkInputs(op, e, *stack, facts) && C10_LIKELY(!facts.complex) &&
+      (C10_LIKELY(!e.in_place) || writesContiguously(op, e, *stack))) {
     // The device's own argument checks: their errors propagate as raised.
     if (Precondition check = e.precondition.load(std::memory_order_relaxed); C10_UNLIKELY(check != nullptr))
       check(op, *stack);

@@ -90,6 +90,8 @@ OpEntry& opEntry(const c10::OperatorHandle& op) {
     slot->formula = runtime::formulaOf(slot->name);
     applyRules(*slot);
     const auto& args = op.schema().arguments();
+    slot->in_place = !args.empty() && args[0].alias_info() != nullptr && args[0].alias_info()->isWrite() &&
+                     args[0].type()->kind() == c10::TypeKind::TensorType;
     for (size_t i = 0; i < args.size(); ++i) {
       const auto& type = args[i].type();
       auto opt = type->cast<c10::OptionalType>();

@@ -53,6 +53,7 @@ struct OpEntry {
   std::atomic<bool> announced{false};
   std::vector<size_t> generator_args;  // positions of Generator? arguments
   bool draws_host_default = false;      // random without a Generator? argument (native_dropout)
+  bool in_place = false;                // writes its first argument, a Tensor (add_, index_copy_...)
   // Schema facts for the 64-bit policy, computed once by readDtypeFacts (dtype_policy.cpp).
   uint64_t written_args = 0;           // bit i: the op writes argument i (in-place self, out=)
   uint64_t dtype_arg_mask = 0;         // bit i: argument i is a ScalarType? (dtype=)

@@ -2,10 +2,13 @@
 #include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "aten/execution/placement.h"
 
+#include <ATen/MemoryOverlap.h>
+
 #include <algorithm>
 #include <string>
 
 #include "aten/device/generator.h"
+#include "aten/execution/fallback_policy.h"
 
 namespace neuron_sim {
 namespace {
@@ -101,6 +104,15 @@ bool checkInputs(const c10::OperatorHandle& op, const OpEntry& e, const torch::j
       foreignInput(op, e, stack, facts);
   }
   return true;
+}
+
+bool writesContiguously(const c10::OperatorHandle& op, const OpEntry& e, const torch::jit::Stack& stack) {
+  const at::Tensor& self = stack[stack.size() - op.schema().arguments().size()].toTensor();
+  if (!self.defined() || self.is_contiguous() || at::has_internal_overlap(self) == at::MemOverlap::Yes) return true;
+  if (fallbackOnlyForUnimplemented())
+    raiseImplementationError(e.name, e.base == "aten::add_" ? "Cannot add non-contiguous tensor"
+                                                            : "Cannot process non-contiguous tensor");
+  return false;
 }
 
 }  // namespace neuron_sim

@@ -2,8 +2,8 @@
 // Where a native call's tensors and generators are, as the device checks them
 // before running it (its Python ops check this before anything else): every
 // tensor input on one NeuronCore (0-dim CPU tensors aside), or the device's
-// message; a neuron generator only for an op on neuron; the device's
-// generators in place of the CPU's for random ops that run on the device.
+// message; an in-place op's output contiguous; a neuron generator only for an op on neuron;
+// the device's generators in place of the CPU's for random ops that run on the device.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
@@ -27,5 +27,13 @@ void useDeviceGenerators(const OpEntry& e, torch::jit::Stack* stack, size_t firs
 // op's rule sends such a call to the CPU fallback; otherwise the device's error.
 bool checkInputs(const c10::OperatorHandle& op, const OpEntry& e, const torch::jit::Stack& stack,
                  const CallFacts& facts);
+
+// Where an in-place op writes (OpEntry::in_place): the device's kernels write
+// contiguous outputs only, so for a non-contiguous view (m[:, 3].add_(2)) its
+// implementation fails: false, the op falls back to the CPU, which writes
+// through the view; under TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1
+// the device's error. A view whose elements overlap stays native: the CPU
+// kernel refuses it in PyTorch's words.
+bool writesContiguously(const c10::OperatorHandle& op, const OpEntry& e, const torch::jit::Stack& stack);
 
 }  // namespace neuron_sim

@@ -6,6 +6,7 @@
 
 #include <ATen/ops/_local_scalar_dense.h>
 #include <ATen/ops/copy.h>
+#include <ATen/ops/copy_native.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
@@ -97,6 +98,18 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   return dst;
 }
 
+// copy_ between two neuron tensors is an op of the device (it records
+// "aten::copy_": circular padding's copies into slices of its output show it);
+// to or from the host it is a transfer, recorded by no op. PyTorch's own
+// copy_ does the rest (through _copy_from above).
+at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  if (self.device().type() == kNeuron && src.device().type() == kNeuron) {
+    static OpEntry& tracked = kernelEntry("aten::copy_", "");
+    recordKernelRun(tracked);
+  }
+  return at::native::copy_(self, src, non_blocking);
+}
+
 // As the device's C++ kernel (the CPU fallback uses it to write results into
 // out= arguments): only host to device, and only into an empty or same-size
 // destination - the device does not resize a wrongly sized out= tensor.
@@ -158,6 +171,7 @@ TORCH_LIBRARY_IMPL(aten, Negative, m) {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", copy_from);
+  m.impl("copy_", copy_);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
   m.impl("clone", clone);

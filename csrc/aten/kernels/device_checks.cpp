@@ -11,6 +11,7 @@
 #include <ATen/ops/_softmax.h>
 #include <torch/library.h>
 
+#include "aten/execution/execution.h"
 #include "aten/execution/fallback_policy.h"
 #include "aten/execution/op_table.h"
 #include "aten/execution/tensor_alias.h"
@@ -224,6 +225,47 @@ void softmaxKernel(const c10::OperatorHandle& op, Stack* stack) {
   torch::jit::push(*stack, Log ? at::_log_softmax(x, dim, false) : at::_softmax(x, dim, false));
 }
 
+// _foreach_{add,sub,mul,div}[_].ScalarList(self[], scalars[]): a ValueError when the
+// lengths differ, as the device's Python layer raises it (the CPU kernel: RuntimeError).
+void foreachScalarList(const c10::OperatorHandle& op, const Stack& s) {
+  const size_t tensors = arg(op, s, 0).toListRef().size(), scalars = arg(op, s, 1).toListRef().size();
+  TORCH_CHECK_VALUE(tensors == scalars, "Tensor list must have same number of elements as scalar list");
+}
+
+// Backward ops with an output_mask argument: the device returns nothing
+// (None) for a gradient the mask does not ask for. The CPU kernel of
+// convolution_backward computes the weight gradient with the bias gradient
+// whatever the mask says; the device's does not.
+void maskedGradientsKernel(const c10::OperatorHandle& op, Stack* stack) {
+  const std::vector<bool> mask = stack->back().toBoolList().vec();  // output_mask: the last argument
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  const size_t nret = op.schema().returns().size();
+  for (size_t i = 0; i < nret && i < mask.size(); ++i)
+    if (!mask[i]) (*stack)[stack->size() - nret + i] = at::Tensor();
+}
+
+// randperm.out(n, *, out) / randperm.generator_out(n, *, generator, out): the
+// device's fallback resizes a wrongly sized out= tensor to n as the CPU kernel
+// does (without a warning), then runs the op as any fallback.
+void randpermOutKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* stack) {
+  const int64_t n = arg(op, *stack, 0).toInt();
+  at::Tensor out = stack->back().toTensor();
+  if (n >= 0 && out.device().type() == kNeuron && !(out.dim() == 1 && out.size(0) == n)) out.resize_({n});
+  runBoxed(op, stack);
+}
+
+// _embedding_bag / _embedding_bag_forward_only (weight, indices, offsets, scale_grad_by_freq,
+// mode, sparse, per_sample_weights?, ...): per-sample weights of another dtype than the
+// embeddings are refused in the device's words (the CPU: "... to have the same type as ...").
+void embeddingBagKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* stack) {
+  const at::Tensor& weight = arg(op, *stack, 0).toTensor();
+  const c10::IValue& psw = arg(op, *stack, 6);
+  if (weight.device().type() == kNeuron && psw.isTensor() && psw.toTensor().defined())
+    TORCH_CHECK(psw.toTensor().scalar_type() == weight.scalar_type(), "expected scalar type ",
+                weight.scalar_type(), " but found ", psw.toTensor().scalar_type());
+  runBoxed(op, stack);
+}
+
 const bool kPreconditionsRegistered = [] {
   registerPrecondition("aten::index_select", &indexSelect);
   registerPrecondition("aten::index_select.out", &indexSelect);
@@ -244,8 +286,20 @@ const bool kPreconditionsRegistered = [] {
   registerHostKernel("aten::index_copy.out", &indexCopyKernel);
   registerHostKernel("aten::_softmax", &softmaxKernel<false>);
   registerHostKernel("aten::_log_softmax", &softmaxKernel<true>);
+  registerHostKernel("aten::convolution_backward", &maskedGradientsKernel);
+  for (const char* op : {"add", "sub", "mul", "div"}) {
+    registerPrecondition(c10::str("aten::_foreach_", op, ".ScalarList"), &foreachScalarList);
+    registerPrecondition(c10::str("aten::_foreach_", op, "_.ScalarList"), &foreachScalarList);
+  }
   return true;
 }();
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("randperm.out", torch::CppFunction::makeFromBoxedFunction<&randpermOutKernel>());
+  m.impl("randperm.generator_out", torch::CppFunction::makeFromBoxedFunction<&randpermOutKernel>());
+  m.impl("_embedding_bag", torch::CppFunction::makeFromBoxedFunction<&embeddingBagKernel>());
+  m.impl("_embedding_bag_forward_only", torch::CppFunction::makeFromBoxedFunction<&embeddingBagKernel>());
+}
 
 }  // namespace
 }  // namespace neuron_sim
