@@ -26,8 +26,8 @@ def _remove_alias():
         del sys.modules[name]
 
 
-# The alias is opt-in per process: it stays installed only while this module's
-# tests run, so tests collected after this file see a process without it.
+# This module's tests hold the alias's modules in sys.modules only while they run; later
+# tests import torch_neuronx afresh (through the alias finder, torch_neuronx/alias.py).
 _remove_alias()
 
 
