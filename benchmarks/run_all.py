@@ -29,6 +29,7 @@ import bench_ops
 import bench_profiler
 import bench_report
 import bench_report_page
+import bench_trainer
 import ratchet
 from timing import Row, Table
 
@@ -68,11 +69,16 @@ TITLES = {
     "nki": "NKI kernels on the simulator against PyTorch on the CPU (`benchmarks/bench_nki.py`; neuron: the kernel "
            "on `neuron` tensors through wrap_nki, checks and cost model included)",
     "nki-overhead": "The NKI simulator's cost per instruction (`benchmarks/bench_nki.py`)",
+    "trainer": "transformers.Trainer on a tiny GPT-2 against use_cpu=True (`benchmarks/bench_trainer.py`; per "
+               "training step, 20 steps a batch after warm-up; the model step alone is the same forward, backward, "
+               "clipping and AdamW step in a plain loop)",
+    "trainer-overhead": "The Trainer's own share of a step: Trainer step minus model step, per side "
+                        "(`benchmarks/bench_trainer.py`)",
 }
 # Every benchmark, in the order run: (module, repeats, repeats with --quick).
 PLAN = [(bench_ops, 21, 5), (bench_memory, 9, 3), (bench_report, 15, 5), (bench_report_page, 3, 2),
         (bench_profiler, 9, 3), (bench_compile, 9, 3), (bench_distributed, 40, 3),
-        (bench_nki, 5, 2)]
+        (bench_nki, 5, 2), (bench_trainer, 5, 2)]
 # Tables whose two timed sides are not neuron and CPU: (first, second, ratio).
 COLUMNS = {
     "report": ("report on", "report off", "on/off"),

@@ -1,11 +1,11 @@
-"""For tests written as a torch_neuronx user writes them: through the opt-in
+"""For tests written as a torch_neuronx user writes them: through the
 `import torch_neuronx` alias, with the device's own names, messages and test
 helpers. A test module imports the two fixtures with the names it uses:
 
     from torch_neuronx_user import D, torch_neuronx, copy_entry_points_restored, neuronx_alias  # noqa: F401
 
-The alias is opt-in per process: it stays installed only while such a module's
-tests run, so tests collected after it see a process without it."""
+Such a module's tests hold the alias's modules in sys.modules only while they run; later
+tests import torch_neuronx afresh (through the alias finder, torch_neuronx/alias.py)."""
 import sys
 
 import pytest

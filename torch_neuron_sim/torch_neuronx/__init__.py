@@ -233,87 +233,8 @@ def wrap_nki(kernel: Any = None, **kwargs: Any) -> Any:
     return _wrap_nki(kernel, **kwargs)
 
 
-class NRTProfilerError(RuntimeError):
-    """Misuse of NeuronProfiler (torch_neuronx.profiling's error class)."""
-
-
-class NeuronProfiler:
-    """torch_neuronx's profiler context manager. The real one has the Neuron
-    runtime write device traces to ``neuron_output_dir``; here the device rows
-    come from the cost model (docs/profiling.md): the PyTorch trace gets
-    simulated ``neuron`` rows, and ``neuron_output_dir/neuron_timeline.json``
-    holds the device events as plain data, marked as an estimate.
-    ``event_filters`` keeps only those event kinds in that file ("kernel",
-    "fallback", "copy_h2d", "copy_d2h", "copy_d2d", "compile", "collective",
-    "graph")."""
-
-    def __init__(self, pytorch_activities: Any = None, record_shapes: bool = False,
-                 pytorch_trace_file: Any = None, neuron_output_dir: Any = "./output", event_filters: Any = None):
-        import torch
-        from torch.profiler import ProfilerActivity
-
-        self.pytorch_activities = list(pytorch_activities) if pytorch_activities is not None else [
-            ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
-        self.record_shapes = record_shapes
-        self.pytorch_trace_file = None if pytorch_trace_file is None else os.fspath(pytorch_trace_file)
-        self.neuron_output_dir = None if neuron_output_dir is None else os.fspath(neuron_output_dir)
-        self.event_filters = None if event_filters is None else set(event_filters)
-        self.profiler: Any = None
-        self._timeline: Any = None
-        self._torch = torch
-
-    def is_active(self) -> bool:
-        return self._timeline is not None
-
-    def start(self) -> "NeuronProfiler":
-        if self.is_active():
-            raise NRTProfilerError("NeuronProfiler is already active; call stop() before start()")
-        from .. import profiler as sim_profiler
-        self.profiler = self._torch.profiler.profile(activities=self.pytorch_activities,
-                                                     record_shapes=self.record_shapes)
-        self.profiler.__enter__()
-        self._timeline = sim_profiler.timeline().start()
-        return self
-
-    def stop(self) -> "NeuronProfiler":
-        if not self.is_active():
-            raise NRTProfilerError("NeuronProfiler is not active; call start() first")
-        timeline, self._timeline = self._timeline, None
-        timeline.stop()
-        self.profiler.__exit__(None, None, None)
-        if self.neuron_output_dir:
-            self._write_device_events(timeline.events)
-        if self.pytorch_trace_file:
-            self.export_pytorch_trace(self.pytorch_trace_file)
-        return self
-
-    def _write_device_events(self, events: list) -> None:
-        import json
-        from .. import profiler as sim_profiler
-        if self.event_filters is not None:
-            events = [e for e in events if e["kind"] in self.event_filters]
-        os.makedirs(self.neuron_output_dir, exist_ok=True)
-        with open(os.path.join(self.neuron_output_dir, "neuron_timeline.json"), "w") as f:
-            json.dump({"estimate": True, "source": "torch_neuron_sim cost model (docs/profiling.md)",
-                       "model": sim_profiler.cost_model(), "events": events}, f)
-
-    def export_pytorch_trace(self, path: Any = None) -> None:
-        if self.profiler is None or self.is_active():
-            raise NRTProfilerError("export_pytorch_trace needs a stopped profile: use it after stop()")
-        path = path if path is not None else self.pytorch_trace_file
-        if path is None:
-            raise NRTProfilerError("export_pytorch_trace: no path given and no pytorch_trace_file set")
-        self.profiler.export_chrome_trace(os.fspath(path))
-
-    def key_averages(self, *args: Any, **kwargs: Any) -> Any:
-        return self.profiler.key_averages(*args, **kwargs)
-
-    def __enter__(self) -> "NeuronProfiler":
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.is_active():
-            self.stop()
+# torch_neuronx.profiling: the profiler glue (NeuronProfiler, and the release's NeuronConfig/ProfileMode)
+from .profiling import NeuronProfiler, NRTProfilerError  # noqa: E402,F401
 
 
 # ---- environment -------------------------------------------------------------
