@@ -74,7 +74,7 @@ test: setup browser
 # Deep also means longer stress: the exit stress runs each program 200 times
 # (tests/device/test_exit_under_load.py; `make test` runs 10 of each).
 test-deep: setup browser
-	NEURON_SIM_HYPOTHESIS_PROFILE=deep NEURON_SIM_OPINFO=deep NEURON_SIM_STRESS_RUNS=200 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	NEURON_SIM_HYPOTHESIS_PROFILE=deep NEURON_SIM_OPINFO=deep NEURON_SIM_STRESS_RUNS=200 NEURON_SIM_LONG_RUN=deep $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # Reruns the OpInfo suite in full (every dtype, every reference input) and
 # rewrites docs/op-coverage.md from the results.
