@@ -72,7 +72,8 @@ test: setup browser
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # Deep also means longer stress: the exit stress runs each program 200 times
-# (tests/device/test_exit_under_load.py; `make test` runs 10 of each).
+# (tests/device/test_exit_under_load.py; `make test` runs 10 of each), and the
+# long runs are 10,000 steps and 1,000,000 ops (tests/memory/test_long_runs.py).
 test-deep: setup browser
 	NEURON_SIM_HYPOTHESIS_PROFILE=deep NEURON_SIM_OPINFO=deep NEURON_SIM_STRESS_RUNS=200 NEURON_SIM_LONG_RUN=deep $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
