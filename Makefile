@@ -111,8 +111,7 @@ stress-exit: setup
 # docs/sanitizer.md gets the run's figures and its suppressions with their
 # reasons (scripts/test_sanitize.py --thread). Not in `make test`, for the
 # same reason as test-sanitize.
-TSAN_TESTS ?= tests/device/test_concurrent_threads.py tests/test_streams.py tests/test_autograd_exit.py \
-	tests/test_memory_reliability.py tests/distributed/test_point_to_point.py tests/distributed/test_faults.py
+TSAN_TESTS ?= tests/test_autograd_exit.py tests/test_streams.py tests/device/test_concurrent_threads.py
 test-tsan: setup
 	$(BUILD_ENV) $(PY) scripts/test_sanitize.py --thread $(TSAN_TESTS)
 
