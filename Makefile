@@ -85,9 +85,10 @@ test: browser
 endif
 
 # Deep also means longer stress: the exit stress runs each program 200 times
-# (tests/device/test_exit_under_load.py; `make test` runs 10 of each).
+# (tests/device/test_exit_under_load.py; `make test` runs 10 of each), and the
+# long runs are 10,000 steps and 1,000,000 ops (tests/memory/test_long_runs.py).
 test-deep: setup browser
-	NEURON_SIM_HYPOTHESIS_PROFILE=deep NEURON_SIM_OPINFO=deep NEURON_SIM_STRESS_RUNS=200 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	NEURON_SIM_HYPOTHESIS_PROFILE=deep NEURON_SIM_OPINFO=deep NEURON_SIM_STRESS_RUNS=200 NEURON_SIM_LONG_RUN=deep $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # Reruns the OpInfo suite in full (every dtype, every reference input) and
 # rewrites docs/op-coverage.md from the results.
@@ -123,8 +124,7 @@ stress-exit: setup
 # docs/sanitizer.md gets the run's figures and its suppressions with their
 # reasons (scripts/test_sanitize.py --thread). Not in `make test`, for the
 # same reason as test-sanitize.
-TSAN_TESTS ?= tests/device/test_concurrent_threads.py tests/test_streams.py tests/test_autograd_exit.py \
-	tests/test_memory_reliability.py tests/distributed/test_point_to_point.py tests/distributed/test_faults.py
+TSAN_TESTS ?= tests/test_autograd_exit.py tests/test_streams.py tests/device/test_concurrent_threads.py
 test-tsan: setup
 	$(BUILD_ENV) $(PY) scripts/test_sanitize.py --thread $(TSAN_TESTS)
 

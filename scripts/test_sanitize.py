@@ -48,8 +48,8 @@ ASAN = Kind("asan", "AddressSanitizer and UndefinedBehaviorSanitizer", "1", ROOT
 TSAN = Kind("tsan", "ThreadSanitizer", "thread", ROOT / "build-tsan", "libtsan.so", "make test-tsan", "TSAN_TESTS", [
     "`make test-tsan` builds the extension with `-fsanitize=thread` (`-O1`, line tables) in `build-tsan/`,",
     "preloads libtsan into an uninstrumented CPython and runs the tests that drive the C++ layers from",
-    "several threads (the `TSAN_TESTS` of the Makefile: the threads test, streams, the autograd device",
-    "thread at exit, point-to-point's carrier threads, collectives and their watcher, the allocator).",
+    "several threads (the `TSAN_TESTS` of the Makefile: the eight-thread test with its collectives,",
+    "streams, the autograd device thread at exit).",
     "Every process writes its reports to a file of its own; the run counts them, and any unsuppressed",
     "report fails it. Memory accesses inside torch and CPython are not instrumented, so a race",
     "is seen where at least one side is this project's code. Suppressions, each with its reason, are",
@@ -67,7 +67,9 @@ def clean_build_seconds(kind: Kind) -> tuple[float, int]:
         for line in log.read_text().splitlines():
             parts = line.split("\t")
             if len(parts) == 5 and parts[3].endswith(".o"):
-                last[parts[3]] = (int(parts[1]) - int(parts[0])) / 1000.0
+                # by the object's last two path parts: a build run with a relative and then an
+                # absolute --build-temp logs the same object under two paths
+                last["/".join(parts[3].split("/")[-2:])] = (int(parts[1]) - int(parts[0])) / 1000.0
     return sum(last.values()), len(last)
 
 
@@ -155,13 +157,16 @@ def stream(cmd, env, tail: list) -> int:
 
 def suppressions() -> list[tuple[str, str]]:
     """(pattern, reason) of each TSan suppression: the comment lines above it are its reason."""
-    out, reason = [], []
+    out, block, reason = [], [], ""
     for line in TSAN_SUPPRESSIONS.read_text().splitlines():
         if line.startswith("#"):
-            reason.append(line.lstrip("# ").strip())
-        elif line.strip():
-            out.append((line.strip(), " ".join(reason)))
-            reason = []
+            block.append(line.lstrip("# ").strip())
+        elif line.strip():  # the comment block above a run of patterns is the reason of each
+            reason = " ".join(block) if block else reason
+            block = []
+            out.append((line.strip(), reason))
+        else:  # a blank line ends a block (the file's header is not a reason)
+            block = []
     return out
 
 

@@ -20,6 +20,8 @@ namespace {
 // How often the watcher looks at the wait in progress: a crashed rank fails
 // the others within about two of these rather than after the group's timeout.
 constexpr std::chrono::milliseconds kProbeInterval{500};
+// The least a group's setup waits for its peers to reach the group's creation.
+constexpr std::chrono::seconds kSetupTimeout{120};
 
 // First word of the record the watcher pushes for a peer that has exited.
 constexpr int64_t kGoneMarker = -1;
@@ -145,9 +147,13 @@ std::unique_ptr<StoreExchange> StoreExchange::create(const c10::intrusive_ptr<c1
 StoreExchange::StoreExchange(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
                              std::chrono::milliseconds timeout)
     : store_(std::move(store)), rank_(rank), size_(size), timeout_(timeout), identity_(size) {
-  store_->setTimeout(timeout);
+  // Setting up waits for every peer to reach the group's creation, which a
+  // loaded machine can delay by seconds: the group's timeout (2 s in a test of
+  // timeouts) is for collectives, so setup waits at least kSetupTimeout.
+  store_->setTimeout(std::max<std::chrono::milliseconds>(timeout, kSetupTimeout));
   store_->set(identityKey(rank_), selfIdentity());
   local_ = connectLocal();
+  store_->setTimeout(timeout);
   // Shared-memory waits check their peer's liveness themselves.
   if (!local_) watcher_ = std::thread([this] { watch(); });
 }

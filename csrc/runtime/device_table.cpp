@@ -1,6 +1,9 @@
 #include "runtime/device_table.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <mutex>
 #include <sstream>
@@ -10,6 +13,8 @@ namespace neuron_sim::runtime {
 namespace {
 
 constexpr uint64_t GiB = 1ull << 30;
+// More HBM than a process's address space (128 TiB) can ever reserve.
+constexpr double kMaxHbmGiB = 1 << 17;
 
 const std::vector<Profile>& profiles() {
   static const std::vector<Profile> all = {
@@ -25,12 +30,32 @@ const char* env(const char* name) {
   return (v && *v) ? v : nullptr;
 }
 
-long parseInt(const char* name, const char* value) {
+// An int, whole value only: a value out of int's range is refused, not wrapped
+// (NEURON_SIM_CHIPS=4294967297 must not become 1 chip).
+int parseInt(const char* name, const char* value) {
   char* end = nullptr;
+  errno = 0;
   long v = std::strtol(value, &end, 10);
   if (end == value || *end != '\0')
     throw std::runtime_error(std::string(name) + "='" + value + "' is not an integer");
-  return v;
+  if (errno == ERANGE || v < INT_MIN || v > INT_MAX)
+    throw std::runtime_error(std::string(name) + "='" + value + "' is out of range");
+  return static_cast<int>(v);
+}
+
+// No machine has this many logical cores: a core id above it is refused
+// before a range like "0-2147483647" is spelled out core by core.
+constexpr int kMaxCoreId = 1 << 16;
+
+// A core id: decimal digits only ("1x" and "1-2-3" are not lists of ids).
+int parseCoreId(const std::string& item, const std::string& spec) {
+  if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos)
+    throw std::runtime_error("NEURON_RT_VISIBLE_CORES='" + spec +
+                             "' is not a list of core ids or ranges such as '0-1,3'");
+  if (item.size() > 9 || std::stoi(item) > kMaxCoreId)
+    throw std::runtime_error("NEURON_RT_VISIBLE_CORES='" + spec + "' names core " + item +
+                             ", beyond any machine's cores");
+  return std::stoi(item);
 }
 
 }  // namespace
@@ -42,17 +67,14 @@ std::vector<int> parseCoreList(const std::string& spec) {
   while (std::getline(ss, item, ',')) {
     if (item.empty()) continue;
     auto dash = item.find('-');
-    try {
-      if (dash == std::string::npos) {
-        cores.push_back(std::stoi(item));
-      } else {
-        int lo = std::stoi(item.substr(0, dash)), hi = std::stoi(item.substr(dash + 1));
-        if (hi < lo) throw std::invalid_argument("range");
-        for (int c = lo; c <= hi; ++c) cores.push_back(c);
-      }
-    } catch (const std::logic_error&) {
-      throw std::runtime_error("NEURON_RT_VISIBLE_CORES='" + spec +
-                               "' is not a list of core ids or ranges such as '0-1,3'");
+    if (dash == std::string::npos) {
+      cores.push_back(parseCoreId(item, spec));
+    } else {
+      int lo = parseCoreId(item.substr(0, dash), spec), hi = parseCoreId(item.substr(dash + 1), spec);
+      if (hi < lo)
+        throw std::runtime_error("NEURON_RT_VISIBLE_CORES='" + spec + "' has the range '" + item +
+                                 "', whose end is below its start");
+      for (int c = lo; c <= hi; ++c) cores.push_back(c);
     }
   }
   return cores;
@@ -69,7 +91,7 @@ DeviceTable readDeviceTable() {
 
   t.lnc = t.profile.default_lnc;
   if (const char* v = env("NEURON_LOGICAL_NC_CONFIG")) {
-    t.lnc = static_cast<int>(parseInt("NEURON_LOGICAL_NC_CONFIG", v));
+    t.lnc = parseInt("NEURON_LOGICAL_NC_CONFIG", v);
     const auto& ok = t.profile.allowed_lnc;
     if (std::find(ok.begin(), ok.end(), t.lnc) == ok.end())
       throw std::runtime_error("NEURON_LOGICAL_NC_CONFIG=" + std::string(v) + " is not supported on " +
@@ -77,16 +99,20 @@ DeviceTable readDeviceTable() {
   }
   const bool chips_given = env("NEURON_SIM_CHIPS") != nullptr;
   if (chips_given) {
-    t.chips = static_cast<int>(parseInt("NEURON_SIM_CHIPS", env("NEURON_SIM_CHIPS")));
+    t.chips = parseInt("NEURON_SIM_CHIPS", env("NEURON_SIM_CHIPS"));
     if (t.chips < 1) throw std::runtime_error("NEURON_SIM_CHIPS must be at least 1");
+    if (t.chips > kMaxCoreId)  // chips times cores per chip must stay an int
+      throw std::runtime_error("NEURON_SIM_CHIPS=" + std::to_string(t.chips) + " is more chips than any machine has");
   }
   // Each logical core owns an equal share of its chip's HBM.
   t.hbm_per_device = t.profile.hbm_bytes_per_chip / t.logicalCoresPerChip();
   if (const char* v = env("NEURON_SIM_HBM_GB")) {
     char* end = nullptr;
     double gb = std::strtod(v, &end);
-    if (end == v || *end != '\0' || gb <= 0)
-      throw std::runtime_error(std::string("NEURON_SIM_HBM_GB='") + v + "' must be a positive number of GiB");
+    // Finite and at most kMaxHbmGiB: "nan", "inf" or "1e30" would overflow the byte count.
+    if (end == v || *end != '\0' || !std::isfinite(gb) || gb <= 0 || gb > kMaxHbmGiB)
+      throw std::runtime_error(std::string("NEURON_SIM_HBM_GB='") + v + "' must be a positive number of GiB, at most " +
+                               std::to_string(static_cast<long>(kMaxHbmGiB)));
     t.hbm_per_device = static_cast<uint64_t>(gb * static_cast<double>(GiB));
   }
 
@@ -118,7 +144,7 @@ DeviceTable readDeviceTable() {
   } else {
     int n = t.logicalCoresTotal();
     if (const char* v = env("NEURON_RT_NUM_CORES")) {
-      n = static_cast<int>(parseInt("NEURON_RT_NUM_CORES", v));
+      n = parseInt("NEURON_RT_NUM_CORES", v);
       if (n < 0) throw std::runtime_error("NEURON_RT_NUM_CORES=" + std::string(v) + " must not be negative");
       fit(n, "NEURON_RT_NUM_CORES=" + std::string(v));
       if (n > t.logicalCoresTotal())

@@ -64,7 +64,9 @@ def flush_for_kernel_call() -> None:
 def set_max_ops(n: int) -> None:
     """The longest fused launch, in ops (default 1024): a run that reaches it
     is closed and the next op opens a new one."""
-    _C._set_adaptive_eager_max_ops(int(n))
+    # Any size beyond what a run can hold means "no limit": C++ caps it, Python
+    # only keeps an int too large for the binding from reaching it.
+    _C._set_adaptive_eager_max_ops(min(int(n), 2**32 - 1))
 
 
 def max_ops() -> int:

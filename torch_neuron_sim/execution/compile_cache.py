@@ -7,6 +7,7 @@ is visible, and NEURON_SIM_COMPILE_MS adds a simulated latency to each
 compilation so the first-step cost shows up in wall time too."""
 from __future__ import annotations
 
+import math
 import os
 
 from .. import _C
@@ -15,7 +16,11 @@ from . import tracking
 
 def set_compile_latency_ms(ms: float) -> None:
     """Simulated neuronx-cc time per new signature (0 = none, the default)."""
-    _C._set_compile_latency_ms(float(ms))
+    ms = float(ms)
+    # inf would stall every new signature for ever; nan and negatives mean nothing
+    if not math.isfinite(ms) or ms < 0:
+        raise ValueError(f"a compile latency is a finite number of milliseconds >= 0, got {ms}")
+    _C._set_compile_latency_ms(ms)
 
 
 def compile_latency_ms() -> float:
@@ -46,7 +51,6 @@ def clear() -> None:
 def _install() -> None:
     raw = os.environ.get("NEURON_SIM_COMPILE_MS", "0").strip() or "0"
     try:
-        ms = float(raw)
+        set_compile_latency_ms(float(raw))
     except ValueError:
-        raise ValueError(f"NEURON_SIM_COMPILE_MS={raw!r}: expected milliseconds, e.g. 50") from None
-    set_compile_latency_ms(ms)
+        raise ValueError(f"NEURON_SIM_COMPILE_MS={raw!r}: expected milliseconds >= 0, e.g. 50") from None

@@ -12,6 +12,7 @@ extend it or replace it to model a newer release:
 from __future__ import annotations
 
 import os
+import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -39,13 +40,28 @@ _ALWAYS_DIRECT = {"aten::argsort.stable"}
 _state = {"version": None, "registered": set()}
 
 
+# An operator overload's name as the dispatcher spells it: namespace::name[.overload].
+_OP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
+
+
+def _checked(name: str, where: str) -> str:
+    full = name if "::" in name else f"aten::{name}"
+    if not _OP_NAME.fullmatch(full):
+        raise ValueError(f"{where}: {name!r} is not an operator name such as 'aten::relu' or 'aten::add.out'")
+    return full
+
+
 def read_table(path: str | os.PathLike) -> list[str]:
     """Operator names listed in a table file (comments and blanks skipped)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"native-op table {path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
     names = []
-    for line in Path(path).read_text().splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if line:
-            names.append(line if "::" in line else f"aten::{line}")
+            names.append(_checked(line, f"native-op table {path}, line {number}"))
     return names
 
 
@@ -75,6 +91,10 @@ def _needs_direct_kernel(name: str) -> bool:
         return False
     has = torch._C._dispatch_has_kernel_for_dispatch_key
     full = name
+    if has(full, "PrivateUse1") and full not in _state["registered"]:
+        # The device has a kernel of its own (a factory, a view, a copy): a table
+        # naming the op must not replace it with the native path's CPU kernel.
+        return False
     if has(full, "CPU"):
         # A CPU kernel means autograd on CPU already comes from a derivative
         # formula, not from the composite: the same holds for neuron. (This
@@ -197,7 +217,7 @@ def load(table: str | os.PathLike = DEFAULT_TABLE) -> None:
 
 def extend(names: Iterable[str]) -> None:
     """Add ops (e.g. "aten::cumprod" or "aten::cumprod.out") to the native set."""
-    extra = [n if "::" in n else f"aten::{n}" for n in names]
+    extra = [_checked(n, "native_ops.extend") for n in names]
     _apply(sorted(set(_C._native_ops()) | set(extra)), f"{_state['version']}+custom")
 
 
@@ -216,7 +236,7 @@ def override(names: Iterable[str]) -> Iterator[None]:
     """
     saved, saved_version = current(), _state["version"]
     try:
-        _apply(sorted({n if "::" in n else f"aten::{n}" for n in names}), f"{saved_version}+override", keep=True)
+        _apply(sorted({_checked(n, "native_ops.override") for n in names}), f"{saved_version}+override", keep=True)
         yield
     finally:
         _apply(saved, saved_version)  # the block's own kernels go with it
