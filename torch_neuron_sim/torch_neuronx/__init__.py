@@ -26,13 +26,9 @@ from . import metrics
 from ..device import random as _random, streams as _streams
 from ..device.device import device as _device_context
 from ..device.device import _checked, current_device, device_count, synchronize
-from ..memory import (
-    empty_cache, max_memory_allocated, memory_allocated, memory_summary, reset_accumulated_memory_stats,
-    reset_peak_memory_stats,
-)
-from ..memory import (  # reserved bytes as the device reports them: 0
-    device_max_memory_reserved as max_memory_reserved, device_memory_reserved as memory_reserved,
-    device_memory_stats as memory_stats,
+from ..memory import (  # the caching allocator's numbers, as torch.neuron reports them
+    empty_cache, max_memory_allocated, max_memory_reserved, memory_allocated, memory_reserved, memory_stats,
+    memory_summary, reset_accumulated_memory_stats, reset_peak_memory_stats,
 )
 from ..execution import tracking
 from ..device.device import _lazy_init as _device_lazy_init, is_initialized as _device_is_initialized
