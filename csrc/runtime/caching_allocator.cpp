@@ -328,20 +328,9 @@ std::vector<GuardDamage> CachingAllocator::checkGuards() const {
   return out;
 }
 
-void CachingAllocator::countOom() {
-  std::lock_guard<SpinLock> g(mu_);
-  stats_.num_ooms++;
-}
-
-void CachingAllocator::countRetry() {
-  std::lock_guard<SpinLock> g(mu_);
-  stats_.num_alloc_retries++;
-}
-
-void CachingAllocator::countRequest() {
-  std::lock_guard<SpinLock> g(mu_);
-  stats_.allocation_requests++;
-}
+void CachingAllocator::countOom() { std::lock_guard<SpinLock> g(mu_); stats_.num_ooms++; }
+void CachingAllocator::countRetry() { std::lock_guard<SpinLock> g(mu_); stats_.num_alloc_retries++; }
+void CachingAllocator::countRequest() { std::lock_guard<SpinLock> g(mu_); stats_.allocation_requests++; }
 
 uint64_t CachingAllocator::reservedBytes() const {
   std::lock_guard<SpinLock> g(mu_);
