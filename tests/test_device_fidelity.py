@@ -536,16 +536,18 @@ def test_internals_used_by_the_devices_test_helpers(plain_arena):
     assert torch_neuronx._C._get_default_generator(1).device == torch.device("neuron:1")
     stats = torch_neuronx._C._get_compilation_cache_stats()
     assert {"total_entries", "cache_hits", "cache_misses", "hit_rate"} <= set(stats)
-    # The allocator keeps no freed block (it returns to the arena at once): no cached
-    # blocks to count, and what was reserved for a tensor is released with it.
-    allocator = torch_neuronx._C.NeuronCachingAllocator  # the arena's own reservation (torch.neuron reports 0)
-    reserved = torch_neuron_sim.memory_reserved(0)
-    x = torch.empty(1 << 20, device="neuron:0")
-    assert torch_neuron_sim.memory_reserved(0) == reserved + (4 << 20)
-    del x
-    assert torch_neuron_sim.memory_reserved(0) == reserved and allocator.getCachedBlocks() == 0
+    # The caching allocator keeps a freed block in its segment (a cached block)
+    # until emptyCache returns the segment.
+    allocator = torch_neuronx._C.NeuronCachingAllocator
     allocator.emptyCache()
-    assert torch_neuron_sim.memory_reserved(0) == reserved
+    reserved = torch_neuron_sim.memory_reserved(0)
+    x = torch.empty(1 << 20, device="neuron:0")  # 4 MiB: a new 20 MB large-pool segment
+    assert torch_neuron_sim.memory_reserved(0) == reserved + (20 << 20)
+    cached = allocator.getCachedBlocks()
+    del x
+    assert torch_neuron_sim.memory_reserved(0) == reserved + (20 << 20) and allocator.getCachedBlocks() == cached
+    allocator.emptyCache()
+    assert torch_neuron_sim.memory_reserved(0) == reserved and allocator.getCachedBlocks() < cached + 1
 
 
 def test_host_bounces_go_through_the_nrt_copy_entry_points():

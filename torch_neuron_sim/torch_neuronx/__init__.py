@@ -50,9 +50,9 @@ def __getattr__(name: str) -> Any:
 
 
 class _NeuronCachingAllocator:
-    """`torch_neuronx._C.NeuronCachingAllocator`. The emulated allocator caches
-    nothing (a freed block returns to the arena at once, docs/memory.md), so
-    there are no cached blocks to count; emptyCache returns free pages."""
+    """`torch_neuronx._C.NeuronCachingAllocator`: the caching segment
+    allocator (docs/memory.md). Freed blocks stay cached in their segments;
+    emptyCache returns the segments that hold no live block."""
 
     @staticmethod
     def emptyCache() -> None:
@@ -60,7 +60,8 @@ class _NeuronCachingAllocator:
 
     @staticmethod
     def getCachedBlocks() -> int:
-        return 0
+        """Free blocks cached in the current device's segments."""
+        return sum(not live for seg in _core._segments(current_device()) for *_, live in seg[3])
 
 
 def _copy_entry(direction: str) -> Callable:
