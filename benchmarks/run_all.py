@@ -46,6 +46,8 @@ TITLES = {
                 "device thread costs the step, the second minus the CPU step the emulator's own cost; beside them "
                 "the engine's handoff round trip timed alone in C++, a model of it)",
     "memory": "Allocation churn (`benchmarks/bench_memory.py`)",
+    "random": "Dropout drawn from the device's generator against the CPU's, both on neuron "
+              "(`benchmarks/bench_memory.py`; the CPU column is NEURON_SIM_RNG=cpu)",
     "report": "Cost of an active migration report (`benchmarks/bench_report.py`; ratio: report on / off)",
     "report-page": "The migration report page in headless Chromium (`benchmarks/bench_report_page.py`; the "
                    "one-chart Bokeh page, opened in the same browser, is the floor of any page with Bokeh's "

@@ -215,7 +215,8 @@ void registerExecutionBindings(py::module_& m) {
         return py::make_tuple(c.c.copies.count, c.c.copies.bytes, c.c.copies.ns);
       })
       .def_property_readonly("allocated", [](const Counters& c) { return c.c.allocated; })
-      .def_property_readonly("peak", [](const Counters& c) { return c.c.peak; });
+      .def_property_readonly("peak", [](const Counters& c) { return c.c.peak; })
+      .def_property_readonly("peak_reserved", [](const Counters& c) { return c.c.peak_reserved; });
   // (name, executed, fallbacks, downcasts_f64, downcasts_i64, compilations,
   // cache_hits, time_ns, copy_ns, copied_bytes) of each op that changed.
   m.def("_report_op_deltas", [](const Counters& before, const Counters& now) {

@@ -7,7 +7,9 @@
 #include <memory>
 #include <unordered_map>
 
+#include "aten/memory/allocator.h"
 #include "aten/memory/memory_history.h"
+#include "aten/neuron.h"
 #include "aten/memory/usage_series.h"
 #include "bindings/bindings.h"
 #include "bindings/report_pending.h"
@@ -24,13 +26,34 @@ py::dict statDict(const runtime::Stat& s) {
                 NEURON_FIELD(runtime::Stat, allocated), NEURON_FIELD(runtime::Stat, freed));
 }
 
-py::dict memoryStats(const runtime::ArenaStats& s) {
-  py::dict d = asDict(s, NEURON_FIELD(runtime::ArenaStats, num_alloc_retries),
-                      NEURON_FIELD(runtime::ArenaStats, num_ooms), NEURON_FIELD(runtime::ArenaStats, num_tensor_frees),
-                      NEURON_FIELD(runtime::ArenaStats, allocation_requests));
-  d["allocated_bytes"] = statDict(s.allocated_bytes);
-  d["reserved_bytes"] = statDict(s.reserved_bytes);
-  d["active_bytes"] = statDict(s.active_bytes);
+py::dict poolDict(const runtime::PoolStat& p) {
+  py::dict d;
+  d["all"] = statDict(p.all);
+  d["small_pool"] = statDict(p.small);
+  d["large_pool"] = statDict(p.large);
+  return d;
+}
+
+// torch.cuda.memory_stats_as_nested_dict()'s structure.
+py::dict memoryStats(const runtime::AllocatorStats& s) {
+  using S = runtime::AllocatorStats;
+  py::dict d = asDict(s, NEURON_FIELD(S, num_alloc_retries), NEURON_FIELD(S, num_ooms),
+                      NEURON_FIELD(S, num_tensor_frees), NEURON_FIELD(S, allocation_requests),
+                      NEURON_FIELD(S, num_device_alloc), NEURON_FIELD(S, num_device_free),
+                      NEURON_FIELD(S, largest_free_block));
+  d["allocated_bytes"] = poolDict(s.allocated_bytes);
+  d["reserved_bytes"] = poolDict(s.reserved_bytes);
+  d["active_bytes"] = poolDict(s.active_bytes);
+  d["requested_bytes"] = poolDict(s.active_bytes);  // torch.cuda's name for what tensors asked for
+  d["inactive_split_bytes"] = poolDict(s.inactive_split_bytes);
+  d["allocation"] = poolDict(s.allocation);
+  d["segment"] = poolDict(s.segment);
+  d["active"] = poolDict(s.active);
+  d["inactive_split"] = poolDict(s.inactive_split);
+  d["num_sync_all_streams"] = 0;  // kernels finish at launch: nothing to wait for
+  d["max_split_size"] = -1;       // no max_split_size_mb: every cached block may be split
+  d["oversize_allocations"] = statDict(runtime::Stat{});
+  d["oversize_segments"] = statDict(runtime::Stat{});
   return d;
 }
 
@@ -51,9 +74,9 @@ struct FrameConverter {
   }
 };
 
-// torch.cuda.memory._snapshot()'s structure: one segment per device arena
-// (the whole HBM, reserved up front) with its blocks in address order, and a
-// trace of allocator actions per device.
+// torch.cuda.memory._snapshot()'s structure: the caching allocator's
+// segments with their blocks in address order, and a trace of allocator
+// actions per device.
 py::dict snapshotDict(const history::Snapshot& snap) {
   FrameConverter frames;
   py::list segments;
@@ -73,7 +96,7 @@ py::dict snapshotDict(const history::Snapshot& snap) {
                           NEURON_FIELD(history::SnapshotSegment, requested_size));
     seg["active_size"] = s.allocated_size;
     seg["stream"] = 0;
-    seg["segment_type"] = "large";
+    seg["segment_type"] = s.small_pool ? "small" : "large";
     seg["segment_pool_id"] = py::make_tuple(0, 0);
     seg["is_expandable"] = false;
     seg["frames"] = py::list();
@@ -100,7 +123,7 @@ py::dict snapshotDict(const history::Snapshot& snap) {
   out["segments"] = segments;
   out["device_traces"] = device_traces;
   py::dict settings;
-  settings["PYTORCH_NO_CUDA_MEMORY_CACHING"] = true;  // freed blocks return to the arena at once
+  settings["PYTORCH_NO_CUDA_MEMORY_CACHING"] = false;  // freed blocks stay cached in their segments
   out["allocator_settings"] = settings;
   return out;
 }
@@ -123,17 +146,36 @@ struct HostAccessContext {
 }  // namespace
 
 void registerMemoryBindings(py::module_& m) {
-  m.def("_memory_stats", [](int i) { return memoryStats(runtime::arena(i).stats()); });
-  m.def("_capacity", [](int i) { return runtime::arena(i).capacity(); });
-  m.def("_arena_blocks", [](int i) {
+  m.def("_memory_stats", [](int i) { return memoryStats(runtime::allocator(i).stats()); });
+  m.def("_capacity", [](int i) { return runtime::allocator(i).capacity(); });
+  // Each segment as (offset, size, pool, blocks), each block as (offset,
+  // size, requested, allocated); offsets from the arena's base.
+  m.def("_segments", [](int i) {
     py::list out;
-    for (const auto& b : runtime::arena(i).blocks()) out.append(py::make_tuple(b.offset, b.size, b.requested, b.allocated));
+    for (const auto& s : runtime::allocator(i).segments()) {
+      py::list blocks;
+      for (const auto& b : s.blocks) blocks.append(py::make_tuple(b.offset, b.size, b.requested, b.allocated));
+      out.append(py::make_tuple(s.offset, s.size, s.pool == runtime::kSmallPool ? "small" : "large", blocks));
+    }
     return out;
   });
-  m.def("_arena_base", [](int i) { return runtime::arena(i).base(); });
-  m.def("_reset_peak", [](int i) { runtime::arena(i).resetPeak(); });
-  m.def("_reset_accumulated", [](int i) { runtime::arena(i).resetAccumulated(); });
-  m.def("_release_free_pages", [](int i) { runtime::arena(i).releaseFreePages(); });
+  // torch.cuda.caching_allocator_alloc / _delete: raw device memory.
+  m.def("_raw_alloc", [](int i, size_t n) {
+    c10::DataPtr p = allocateOn(i, n, neuronDevice(i));
+    return reinterpret_cast<uintptr_t>(p.release_context());
+  });
+  m.def("_raw_free", [](uintptr_t p) { rawFree(reinterpret_cast<void*>(p)); });
+  m.def("_arena_base", [](int i) { return runtime::allocator(i).base(); });
+  m.def("_reset_peak", [](int i) { runtime::allocator(i).resetPeak(); });
+  m.def("_reset_accumulated", [](int i) { runtime::allocator(i).resetAccumulated(); });
+  m.def("_empty_cache", [](int i) { return runtime::allocator(i).emptyCache(); });
+  // The size class and pool of a request, as the allocator rounds it.
+  m.def("_round_size", [](uint64_t n) {
+    using runtime::CachingAllocator;
+    const uint64_t r = CachingAllocator::roundSize(n);
+    const runtime::Pool pool = CachingAllocator::poolOf(n);
+    return py::make_tuple(r, pool == runtime::kSmallPool ? "small" : "large", CachingAllocator::segmentSize(pool, r));
+  });
 
   m.def("_record_memory_history", &history::recordHistory, py::arg("enabled"), py::arg("context"),
         py::arg("max_entries"), py::arg("clear_history"));
@@ -146,7 +188,7 @@ void registerMemoryBindings(py::module_& m) {
   m.def("_check_guards", [] {
     py::list out;
     for (int i = 0; i < runtime::deviceCount(); ++i) {
-      runtime::Arena* a = runtime::reservedArena(i);
+      runtime::CachingAllocator* a = runtime::reservedAllocator(i);
       if (!a) continue;
       for (const auto& d : a->checkGuards())
         out.append(py::make_tuple(i, d.data, d.requested, d.first_damaged_byte,
@@ -156,8 +198,8 @@ void registerMemoryBindings(py::module_& m) {
   });
   m.def("_arm_alloc_failure", &runtime::armAllocationFailure);
   m.def("_allocations_until_failure", &runtime::allocationsUntilFailure);
-  m.def("_set_memory_limit", [](int i, uint64_t bytes) { runtime::arena(i).setLimit(bytes); });
-  m.def("_memory_limit", [](int i) { return runtime::arena(i).limit(); });
+  m.def("_set_memory_limit", [](int i, uint64_t bytes) { runtime::allocator(i).setLimit(bytes); });
+  m.def("_memory_limit", [](int i) { return runtime::allocator(i).limit(); });
   // Host access to arena pages under NEURON_SIM_PROTECT, for code that reads
   // device bytes on purpose (tests, inspectors).
   py::class_<HostAccessContext>(m, "_HostAccess")

@@ -7,57 +7,12 @@
 #include <stdexcept>
 #include <string>
 
-#include "runtime/debug_modes.h"
 #include "runtime/host_access.h"
 
 namespace neuron_sim::runtime {
 
 bool Arena::BySize::operator()(const Block* a, const Block* b) const {
   return a->size != b->size ? a->size < b->size : a->offset < b->offset;
-}
-
-Arena::LiveIndex::LiveIndex() : slots_(1024, nullptr), shift_(64 - 10) {}
-
-void Arena::LiveIndex::insert(Block* b) {
-  if (2 * (count_ + 1) > slots_.size()) grow();
-  const size_t mask = slots_.size() - 1;
-  size_t i = slot(b->data);
-  while (slots_[i]) i = (i + 1) & mask;
-  slots_[i] = b;
-  ++count_;
-}
-
-Arena::Block* Arena::LiveIndex::find(uint64_t data) const {
-  const size_t mask = slots_.size() - 1;
-  for (size_t i = slot(data); slots_[i]; i = (i + 1) & mask)
-    if (slots_[i]->data == data) return slots_[i];
-  return nullptr;
-}
-
-void Arena::LiveIndex::erase(uint64_t data) {
-  const size_t mask = slots_.size() - 1;
-  size_t i = slot(data);
-  while (slots_[i]->data != data) i = (i + 1) & mask;  // callers erase only what find() found
-  // Backward-shift deletion: move later entries of the probe run into the
-  // hole, so lookups never need tombstones.
-  for (size_t j = (i + 1) & mask; slots_[j]; j = (j + 1) & mask) {
-    const size_t home = slot(slots_[j]->data);
-    if (((j - home) & mask) >= ((j - i) & mask)) {
-      slots_[i] = slots_[j];
-      i = j;
-    }
-  }
-  slots_[i] = nullptr;
-  --count_;
-}
-
-void Arena::LiveIndex::grow() {
-  std::vector<Block*> old(slots_.size() * 2, nullptr);
-  old.swap(slots_);
-  --shift_;
-  count_ = 0;
-  for (Block* b : old)
-    if (b) insert(b);
 }
 
 Arena::Arena(uint64_t capacity) : capacity_(capacity), limit_(capacity) {
@@ -134,101 +89,48 @@ void Arena::refit(Block* b, bool grew) {
   b->pos = free_.insert(std::move(node)).position;
 }
 
-void* Arena::allocate(uint64_t requested, uintptr_t* block_start) {
-  const uint32_t modes = debugModes();
-  const bool guarded = (modes & kGuard) != 0;
-  const uint64_t front = guarded ? kGuardBytes : 0;
-  // A guarded block has kGuardBytes before the data and at least as many after.
-  const uint64_t size = (requested + 2 * front + kAlignment - 1) / kAlignment * kAlignment;
-  uint64_t offset;
-  {
-    std::lock_guard<SpinLock> g(mu_);
-    stats_.allocation_requests++;
-    if (requested == 0) return nullptr;
-    if (static_cast<uint64_t>(stats_.reserved_bytes.current) + size > limit_) return nullptr;
-    Block probe;
-    probe.size = size;
-    auto it = free_.lower_bound(&probe);
-    if (it == free_.end()) return nullptr;
-    Block* f = *it;
-    Block* b;
-    if (f->size == size) {
-      removeFree(f);
-      b = f;
-    } else {
-      // Split: the front of the free block becomes the new block, the rest stays free.
-      b = newBlock();
-      b->offset = f->offset;
-      b->size = size;
-      b->prev = f->prev;
-      b->next = f;
-      if (f->prev) f->prev->next = b;
-      else first_ = b;
-      f->prev = b;
-      f->offset += size;
-      f->size -= size;
-      refit(f, /*grew=*/false);
-    }
-    offset = b->offset;
-    b->allocated = true;
-    b->guarded = guarded;
-    b->requested = requested;
-    b->data = offset + front;
-    live_.insert(b);
-    stats_.allocated_bytes.add(static_cast<int64_t>(requested));
-    stats_.active_bytes.add(static_cast<int64_t>(requested));
-    stats_.reserved_bytes.add(static_cast<int64_t>(size));
-  }
-  auto* block = reinterpret_cast<unsigned char*>(base_ + offset);
-  if (block_start) *block_start = base_ + offset;
-  if (modes & (kGuard | kPoison)) {
-    // The block is ours alone until we return it: no lock needed to fill it.
-    HostAccess access;
-    if (guarded) {
-      std::memset(block, kGuardByte, front);
-      std::memset(block + front + requested, kGuardByte, size - front - requested);
-    }
-    if (modes & kPoison) std::memset(block + front, kPoisonByte, requested);
-  }
-  return block + front;
-}
-
-int64_t Arena::firstDamagedByte(const Block& b) const {
-  const auto* block = reinterpret_cast<const unsigned char*>(base_ + b.offset);
-  const uint64_t front = b.data - b.offset;
-  for (uint64_t i = 0; i < front; ++i)
-    if (block[i] != kGuardByte) return static_cast<int64_t>(i) - static_cast<int64_t>(front);
-  for (uint64_t i = front + b.requested; i < b.size; ++i)
-    if (block[i] != kGuardByte) return static_cast<int64_t>(i - front);
-  return kIntact;
-}
-
-FreedBlock Arena::free(void* ptr) {
+void* Arena::allocate(uint64_t requested) {
+  const uint64_t size = (requested + kAlignment - 1) / kAlignment * kAlignment;
   std::lock_guard<SpinLock> g(mu_);
-  const uint64_t data_offset = reinterpret_cast<uintptr_t>(ptr) - base_;
-  Block* b = live_.find(data_offset);
+  if (requested == 0 || in_use_ + size > limit_) return nullptr;
+  Block probe;
+  probe.size = size;
+  auto it = free_.lower_bound(&probe);
+  if (it == free_.end()) return nullptr;
+  Block* f = *it;
+  Block* b;
+  if (f->size == size) {
+    removeFree(f);
+    b = f;
+  } else {
+    // Split: the front of the free block becomes the new block, the rest stays free.
+    b = newBlock();
+    b->offset = f->offset;
+    b->size = size;
+    b->prev = f->prev;
+    b->next = f;
+    if (f->prev) f->prev->next = b;
+    else first_ = b;
+    f->prev = b;
+    f->offset += size;
+    f->size -= size;
+    refit(f, /*grew=*/false);
+  }
+  b->allocated = true;
+  b->data = b->offset;
+  live_.insert(b);
+  in_use_ += size;
+  return reinterpret_cast<void*>(base_ + b->offset);
+}
+
+void Arena::free(void* ptr) {
+  std::lock_guard<SpinLock> g(mu_);
+  const uint64_t offset = reinterpret_cast<uintptr_t>(ptr) - base_;
+  Block* b = live_.find(offset);
   if (b == nullptr)
     throw std::runtime_error("free of a pointer that is not a live block of this arena");
-  FreedBlock result;
-  result.block = base_ + b->offset;
-  result.requested = b->requested;
-  result.size = b->size;
-  const bool poison = debugMode(kPoison);
-  if (b->guarded || poison) {
-    HostAccess access;
-    if (b->guarded) {
-      int64_t at = firstDamagedByte(*b);
-      result.guard_damaged = at != kIntact;
-      result.first_damaged_byte = result.guard_damaged ? at : 0;
-    }
-    // Reads of freed memory through a stale pointer now see NaN.
-    if (poison) std::memset(reinterpret_cast<void*>(base_ + b->offset), kPoisonByte, b->size);
-  }
-  live_.erase(data_offset);
-  stats_.allocated_bytes.sub(static_cast<int64_t>(b->requested));
-  stats_.active_bytes.sub(static_cast<int64_t>(b->requested));
-  stats_.reserved_bytes.sub(static_cast<int64_t>(b->size));
-  stats_.num_tensor_frees++;
+  live_.erase(offset);
+  in_use_ -= b->size;
   // Coalesce with the free neighbours on both sides: the surviving free
   // block grows in place and usually keeps its place in free_.
   Block* prev = b->prev && !b->prev->allocated ? b->prev : nullptr;
@@ -250,19 +152,6 @@ FreedBlock Arena::free(void* ptr) {
   } else {
     addFree(b);
   }
-  return result;
-}
-
-std::vector<GuardDamage> Arena::checkGuards() const {
-  std::lock_guard<SpinLock> g(mu_);
-  std::vector<GuardDamage> out;
-  HostAccess access;
-  for (const Block* b = first_; b; b = b->next) {
-    if (!b->allocated || !b->guarded) continue;
-    int64_t at = firstDamagedByte(*b);
-    if (at != kIntact) out.push_back({base_ + b->data, b->requested, at});
-  }
-  return out;
 }
 
 void Arena::setLimit(uint64_t bytes) {
@@ -284,60 +173,14 @@ void Arena::releaseFreePages() {
   }
 }
 
-void Arena::countRetry() {
-  std::lock_guard<SpinLock> g(mu_);
-  stats_.num_alloc_retries++;
-}
-
-void Arena::countRequest() {
-  std::lock_guard<SpinLock> g(mu_);
-  stats_.allocation_requests++;
-}
-
-void Arena::countOom() {
-  std::lock_guard<SpinLock> g(mu_);
-  stats_.num_ooms++;
-}
-
 uint64_t Arena::bytesInUse() const {
   std::lock_guard<SpinLock> g(mu_);
-  return static_cast<uint64_t>(stats_.reserved_bytes.current);
+  return in_use_;
 }
 
 uint64_t Arena::largestFreeBlock() const {
   std::lock_guard<SpinLock> g(mu_);
   return free_.empty() ? 0 : (*free_.rbegin())->size;
-}
-
-ArenaStats Arena::stats() const {
-  std::lock_guard<SpinLock> g(mu_);
-  ArenaStats s = stats_;
-  s.num_segments = 1;
-  s.num_free_blocks = static_cast<int64_t>(free_.size());
-  s.largest_free_block = free_.empty() ? 0 : static_cast<int64_t>((*free_.rbegin())->size);
-  return s;
-}
-
-void Arena::resetPeak() {
-  std::lock_guard<SpinLock> g(mu_);
-  stats_.allocated_bytes.resetPeak();
-  stats_.reserved_bytes.resetPeak();
-  stats_.active_bytes.resetPeak();
-}
-
-void Arena::resetAccumulated() {
-  std::lock_guard<SpinLock> g(mu_);
-  for (Stat* s : {&stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes}) s->resetAccumulated();
-  stats_.allocation_requests = stats_.num_tensor_frees = stats_.num_ooms = stats_.num_alloc_retries = 0;
-}
-
-std::vector<BlockInfo> Arena::blocks() const {
-  std::lock_guard<SpinLock> g(mu_);
-  std::vector<BlockInfo> out;
-  for (const Block* b = first_; b; b = b->next)
-    out.push_back(b->allocated ? BlockInfo{b->offset, b->size, b->requested, true, b->data}
-                               : BlockInfo{b->offset, b->size, 0, false, b->offset});
-  return out;
 }
 
 }  // namespace neuron_sim::runtime

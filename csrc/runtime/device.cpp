@@ -14,7 +14,7 @@ namespace neuron_sim::runtime {
 namespace {
 
 std::mutex g_mu;
-std::atomic<Arena*> g_arenas[kMaxDevices];  // lock-free reads on the hot path
+std::atomic<CachingAllocator*> g_arenas[kMaxDevices];  // lock-free reads on the hot path
 std::atomic<bool> g_initialized{false};
 // Bounds of all reserved arenas: most host pointers are rejected in two loads.
 std::atomic<uintptr_t> g_lowest{UINTPTR_MAX};
@@ -43,15 +43,15 @@ void checkDevice(int index) {
                             std::to_string(n - 1) + " for this process");
 }
 
-Arena& arena(int index) {
-  Arena* a = g_arenas[index >= 0 && index < kMaxDevices ? index : 0].load(std::memory_order_acquire);
+CachingAllocator& allocator(int index) {
+  CachingAllocator* a = g_arenas[index >= 0 && index < kMaxDevices ? index : 0].load(std::memory_order_acquire);
   if (a && index >= 0 && index < kMaxDevices) return *a;
   checkDevice(index);
   checkNotForked();
   std::lock_guard<std::mutex> g(g_mu);
   a = g_arenas[index].load();
   if (!a) {
-    a = new Arena(deviceTable().hbm_per_device);  // lives for the process, like the device
+    a = new CachingAllocator(deviceTable().hbm_per_device);  // lives for the process, like the device
     if (a->base() < g_lowest.load()) g_lowest.store(a->base());
     if (a->base() + a->capacity() > g_highest.load()) g_highest.store(a->base() + a->capacity());
     g_arenas[index].store(a, std::memory_order_release);
@@ -60,15 +60,15 @@ Arena& arena(int index) {
   return *a;
 }
 
-Arena* reservedArena(int index) {
+CachingAllocator* reservedAllocator(int index) {
   return index >= 0 && index < kMaxDevices ? g_arenas[index].load(std::memory_order_acquire) : nullptr;
 }
 
-Arena* arenaOwning(const void* ptr) {
+CachingAllocator* allocatorOwning(const void* ptr) {
   auto p = reinterpret_cast<uintptr_t>(ptr);
   if (p < g_lowest.load(std::memory_order_relaxed) || p >= g_highest.load(std::memory_order_relaxed)) return nullptr;
   for (int i = 0; i < kMaxDevices; ++i) {
-    Arena* a = g_arenas[i].load(std::memory_order_acquire);
+    CachingAllocator* a = g_arenas[i].load(std::memory_order_acquire);
     if (a && a->owns(ptr)) return a;
   }
   return nullptr;

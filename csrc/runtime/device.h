@@ -1,10 +1,10 @@
-// The devices of the simulated machine: their arenas, the calling thread's
+// The devices of the simulated machine: their allocators, the calling thread's
 // current device, and the state that a fork() invalidates. Plain C++, no torch.
 #pragma once
 #include <cstdint>
 #include <string>
 
-#include "runtime/arena.h"
+#include "runtime/caching_allocator.h"
 #include "runtime/device_table.h"
 
 namespace neuron_sim::runtime {
@@ -15,12 +15,12 @@ int deviceCount();  // visible logical NeuronCores; throws on a bad environment
 // is 0 to M for this process" (the real runtime's words).
 void checkDevice(int index);
 
-// The arena of a device, reserved on first use.
-Arena& arena(int index);
-// The arena a pointer lies in, or nullptr.
-Arena* arenaOwning(const void* ptr);
-// The arena of a device if it was already reserved, else nullptr (never reserves).
-Arena* reservedArena(int index);
+// The caching allocator of a device (and its HBM arena), reserved on first use.
+CachingAllocator& allocator(int index);
+// The allocator whose HBM a pointer lies in, or nullptr.
+CachingAllocator* allocatorOwning(const void* ptr);
+// The allocator of a device if it was already reserved, else nullptr (never reserves).
+CachingAllocator* reservedAllocator(int index);
 
 int currentDevice();          // thread-local, 0 by default
 void setCurrentDevice(int index);

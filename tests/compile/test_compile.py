@@ -360,14 +360,14 @@ def test_graph_on_neuron_1_stays_on_neuron_1():
     xn, yn = x.to("neuron:1"), y.to("neuron:1")
     f(xn, yn)
     torch_neuron_sim.clear_op_tracking()
-    before = torch.neuron.memory_allocated(1)
+    before = torch.neuron.memory_stats(1)["active_bytes.all.current"]
     out = f(xn, yn)
     assert out.device == torch.device("neuron:1")
     torch.testing.assert_close(out.cpu(), torch.relu(x @ y) + x)
     assert torch.neuron.current_device() == 0
     # The graph's buffers are allocated by the launch, in neuron:1's memory,
     # not as eager allocations of their own.
-    assert torch.neuron.memory_allocated(1) - before == out.untyped_storage().nbytes()
+    assert torch.neuron.memory_stats(1)["active_bytes.all.current"] - before == out.untyped_storage().nbytes()
     ops = torch_neuron_sim.get_executed_ops()
     assert "aten::mm.out" in ops and "aten::empty_strided" not in ops
 

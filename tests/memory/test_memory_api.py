@@ -7,8 +7,10 @@ import torch_neuron_sim
 from torch_neuron_sim import _C
 from conftest import run_python
 
-KEYS = {"allocated_bytes", "reserved_bytes", "active_bytes", "num_alloc_retries", "num_ooms", "num_tensor_frees",
-        "allocation_requests"}
+KEYS = {"num_alloc_retries", "num_ooms", "num_tensor_frees", "allocation_requests", "num_device_alloc",
+        "num_device_free", "largest_free_block"}
+POOLED = ("allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes", "inactive_split_bytes",
+          "allocation", "segment", "active", "inactive_split")
 DEV = 2  # a device other tests use little
 
 
@@ -17,36 +19,50 @@ pytestmark = pytest.mark.usefixtures("plain_arena")  # the normal block layout: 
 
 def test_torch_neuron_memory_is_the_memory_module():
     """torch.neuron's memory functions (the real backend's names) are the
-    memory module's, the ones the tests below check by what they return."""
+    memory module's, the ones the tests below check by what they return;
+    torch_neuronx has the same ones: one set of numbers everywhere."""
+    from torch_neuron_sim import torch_neuronx
+
     assert torch.neuron.memory is torch_neuron_sim.memory
     for name in ("memory_allocated", "max_memory_allocated", "reset_peak_memory_stats",
                  "reset_accumulated_memory_stats", "memory_summary", "empty_cache", "mem_get_info",
-                 "set_per_process_memory_fraction"):
+                 "set_per_process_memory_fraction", "memory_stats", "memory_reserved", "max_memory_reserved"):
         assert getattr(torch.neuron, name) is getattr(torch_neuron_sim.memory, name), name
-    # What the device reports of reservation (nothing beyond live allocations) has its own functions.
-    for name in ("memory_stats", "memory_reserved", "max_memory_reserved"):
-        assert getattr(torch.neuron, name) is getattr(torch_neuron_sim.memory, f"device_{name}"), name
+    for name in ("memory_allocated", "memory_stats", "memory_reserved", "max_memory_reserved", "empty_cache"):
+        assert getattr(torch_neuronx, name) is getattr(torch_neuron_sim.memory, name), name
 
 
 def test_memory_stats_keys_and_accounting():
-    # the arena's statistics: torch.neuron reports reserved_bytes as the device does (0)
+    # torch.cuda's flat keys, per pool; the 1000 B request takes a 1024 B size class
+    torch.neuron.empty_cache()
     s = torch_neuron_sim.memory_stats(DEV)
-    assert set(s) == KEYS
-    for k in ("allocated_bytes", "reserved_bytes", "active_bytes"):
-        assert set(s[k]) == {"current", "peak", "allocated", "freed"}
+    expected = KEYS | {"num_sync_all_streams", "max_split_size"} | {
+        f"{k}.{pool}.{field}" for k in POOLED + ("oversize_allocations", "oversize_segments")
+        for pool in ("all", "small_pool", "large_pool") for field in ("current", "peak", "allocated", "freed")
+        if not k.startswith("oversize") or pool == "all"}
+    assert {k.replace("oversize_allocations.", "oversize_allocations.all.")
+             .replace("oversize_segments.", "oversize_segments.all.") for k in s} >= KEYS
+    assert list(s) == sorted(s)
+    for k in POOLED:
+        assert f"{k}.small_pool.current" in s and f"{k}.large_pool.peak" in s
+    del expected
     before = s
     x = torch.empty(1000, dtype=torch.uint8, device=f"neuron:{DEV}")
     s = torch_neuron_sim.memory_stats(DEV)
-    assert s["allocated_bytes"]["current"] == before["allocated_bytes"]["current"] + 1000  # exact bytes
-    assert s["active_bytes"]["current"] == s["allocated_bytes"]["current"]
-    assert s["reserved_bytes"]["current"] == before["reserved_bytes"]["current"] + 1024  # 512-byte blocks
-    assert s["allocated_bytes"]["allocated"] == before["allocated_bytes"]["allocated"] + 1000
+    assert s["allocated_bytes.all.current"] == before["allocated_bytes.all.current"] + 1024  # its size class
+    assert s["active_bytes.all.current"] == before["active_bytes.all.current"] + 1000  # exact bytes
+    assert s["requested_bytes.small_pool.current"] == s["active_bytes.small_pool.current"]
+    assert s["allocated_bytes.all.allocated"] == before["allocated_bytes.all.allocated"] + 1024
     assert s["allocation_requests"] == before["allocation_requests"] + 1
+    assert s["reserved_bytes.all.current"] >= s["allocated_bytes.all.current"] >= s["active_bytes.all.current"]
     del x
     s2 = torch.neuron.memory_stats(DEV)
-    assert s2["allocated_bytes"]["current"] == before["allocated_bytes"]["current"]
-    assert s2["allocated_bytes"]["freed"] == before["allocated_bytes"]["freed"] + 1000
+    assert s2["allocated_bytes.all.current"] == before["allocated_bytes.all.current"]
+    assert s2["allocated_bytes.all.freed"] == before["allocated_bytes.all.freed"] + 1024
     assert s2["num_tensor_frees"] == before["num_tensor_frees"] + 1
+    assert s2["reserved_bytes.all.current"] == s["reserved_bytes.all.current"]  # the block stays cached
+    nested = torch.neuron.memory.memory_stats_as_nested_dict(DEV)
+    assert nested["reserved_bytes"]["all"]["current"] == s2["reserved_bytes.all.current"]
 
 
 def test_peaks_and_resets():
@@ -63,15 +79,18 @@ def test_peaks_and_resets():
     torch.neuron.reset_accumulated_memory_stats(DEV)
     s = torch.neuron.memory_stats(DEV)
     assert s["allocation_requests"] == s["num_tensor_frees"] == s["num_ooms"] == 0
-    assert s["allocated_bytes"]["allocated"] == s["allocated_bytes"]["freed"] == 0
-    assert s["allocated_bytes"]["current"] == base  # current is not accumulated
+    assert s["allocated_bytes.all.allocated"] == s["allocated_bytes.all.freed"] == 0
+    assert s["allocated_bytes.all.current"] == base  # current is not accumulated
 
 
 def test_accelerator_reads_the_same_numbers():
     x = torch.empty(4096, dtype=torch.uint8, device=f"neuron:{DEV}")
     assert torch.accelerator.memory_allocated(DEV) == torch.neuron.memory_allocated(DEV)
-    assert torch.accelerator.memory_reserved(DEV) == torch_neuron_sim.memory_reserved(DEV)  # the arena's
-    assert torch.accelerator.memory_stats(DEV)["num_ooms"] == torch.neuron.memory_stats(DEV)["num_ooms"]
+    assert torch.accelerator.memory_reserved(DEV) == torch.neuron.memory_reserved(DEV)
+    acc, mine = torch.accelerator.memory_stats(DEV), torch.neuron.memory_stats(DEV)
+    for key in ("num_ooms", "reserved_bytes.small_pool.current", "allocated_bytes.large_pool.peak",
+                "active_bytes.all.current", "segment.all.current", "inactive_split_bytes.all.current"):
+        assert acc[key] == mine[key], key
     assert torch.accelerator.get_memory_info(DEV) == torch.neuron.mem_get_info(DEV)
     del x
 
@@ -81,9 +100,11 @@ def test_mem_get_info_and_summary():
     assert total == 24 * 2**30 and free == total - torch_neuron_sim.memory_reserved(DEV)
     text = torch.neuron.memory_summary(DEV)
     assert f"Neuron Memory Summary, Device {DEV}" in text
-    for row in ("Allocated memory", "Reserved memory", "Active memory", "OOMs", "Retries", "Largest free range"):
+    for row in ("Allocated memory", "Reserved memory", "Active memory", "Non-releasable memory", "Allocations",
+                "Reserved segments", "from large pool", "from small pool", "OOMs", "Retries", "Largest free block"):
         assert row in text
-    assert torch.neuron.memory_summary(DEV, abbreviated=True) == text  # ignored, as on the real backend
+    short = torch.neuron.memory_summary(DEV, abbreviated=True)  # all pools only, as torch.cuda's
+    assert "Reserved memory" in short and "from small pool" not in short
 
 
 def test_empty_cache_returns_free_pages_and_keeps_live_data():
@@ -136,9 +157,9 @@ def test_docs_code_excerpts_match_the_source():
 
 
 def test_allocation_that_does_not_fit_retries_after_collecting_cycles():
-    # Nothing is cached, but a tensor kept alive only by an unreachable
-    # reference cycle can be reclaimed: the retry runs Python's collector,
-    # then succeeds, and the retry (not an OOM) is counted.
+    # No cached segment is free, but a tensor kept alive only by an
+    # unreachable reference cycle can be reclaimed: the retry runs Python's
+    # collector, then succeeds, and the retry (not an OOM) is counted.
     r = run_python("""
         import gc, torch, torch_neuron_sim
         cap = torch.neuron.get_device_properties(1).total_memory

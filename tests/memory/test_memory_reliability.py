@@ -18,16 +18,22 @@ pytestmark = pytest.mark.usefixtures("plain_arena")  # the normal block layout: 
 
 
 def arena_blocks(device):
-    return _C._arena_blocks(device)  # (offset, size, requested, allocated) in address order
+    """(offset, size, requested, allocated) of every block of every segment, in address order."""
+    return [b for seg in _C._segments(device) for b in seg[3]]
+
+
+def active_bytes(device):
+    return torch.neuron.memory_stats(device)["active_bytes.all.current"]  # what live tensors asked for
 
 
 class ArenaMachine(RuleBasedStateMachine):
-    """Live tensors are the model: the arena must agree with them at every step."""
+    """Live tensors are the model: the allocator must agree with them at every step."""
 
     def __init__(self):
         super().__init__()
         self.live = []  # (tensor, device, requested bytes, fill value)
-        self.base_allocated = {d: torch.neuron.memory_allocated(d) for d in DEVICES}
+        torch.neuron.empty_cache()
+        self.base_allocated = {d: active_bytes(d) for d in DEVICES}
         self.base_blocks = {d: arena_blocks(d) for d in DEVICES}
         self.next_value = 1
 
@@ -60,7 +66,7 @@ class ArenaMachine(RuleBasedStateMachine):
     def arena_agrees_with_live_tensors(self):
         for d in DEVICES:
             mine = [(t.data_ptr(), n) for t, dev, n, _ in self.live if dev == d]
-            assert torch.neuron.memory_allocated(d) == self.base_allocated[d] + sum(n for _, n in mine)
+            assert active_bytes(d) == self.base_allocated[d] + sum(n for _, n in mine)
             mine.sort()
             for (p0, n0), (p1, _) in zip(mine, mine[1:]):
                 assert p0 + n0 <= p1, "two live blocks overlap"
@@ -73,11 +79,12 @@ class ArenaMachine(RuleBasedStateMachine):
 
     def teardown(self):
         self.live.clear()
+        torch.neuron.empty_cache()  # freed blocks stay cached until then
         for d in DEVICES:
             after = arena_blocks(d)
-            assert after == self.base_blocks[d], "free ranges did not coalesce back"
+            assert after == self.base_blocks[d], "free blocks did not coalesce back"
             if not any(alloc for *_, alloc in self.base_blocks[d]):
-                assert after == [(0, torch.neuron.get_device_properties(d).total_memory, 0, False)]
+                assert after == [] and torch.neuron.memory_reserved(d) == 0
 
 
 TestArenaStateMachine = ArenaMachine.TestCase
@@ -89,6 +96,7 @@ def test_a_request_takes_the_smallest_free_range_that_fits():
     the smallest free range that holds it, also after ranges shrank (a split)
     or grew (a freed neighbour) past one another."""
     d = DEVICES[1]
+    torch.neuron.empty_cache()
     base, before = _C._arena_base(d), arena_blocks(d)
     K = 1024
 
@@ -114,11 +122,13 @@ def test_a_request_takes_the_smallest_free_range_that_fits():
     t["4K"] = block(4 * K)
     assert offset(t["4K"]) == at["C"]  # not B's 6 KiB
     t.clear()
+    torch.neuron.empty_cache()
     assert arena_blocks(d) == before  # everything coalesced back
 
 
 def test_two_threads_allocate_and_free_concurrently():
     d = DEVICES[0]
+    torch.neuron.empty_cache()
     base_allocated, base_blocks = torch.neuron.memory_allocated(d), arena_blocks(d)
     errors = []
 
@@ -143,6 +153,7 @@ def test_two_threads_allocate_and_free_concurrently():
         t.join()
     assert not errors, errors
     assert torch.neuron.memory_allocated(d) == base_allocated
+    torch.neuron.empty_cache()
     assert arena_blocks(d) == base_blocks
 
 

@@ -1,5 +1,6 @@
 """Snapshots in torch.cuda.memory's format, rendered by PyTorch's own
-visualizer, with the arena's blocks and the Python stack of each allocation."""
+visualizer, with the caching allocator's segments and blocks and the Python
+stack of each allocation."""
 import base64
 import pickle
 import re
@@ -30,30 +31,36 @@ def allocate_weights():  # a named frame the snapshot must show
 
 
 def blocks_of(snap, device):
-    (seg,) = [s for s in snap["segments"] if s["device"] == device]
-    return seg
+    """Every block of every segment of a device."""
+    return {"blocks": [blk for s in snap["segments"] if s["device"] == device for blk in s["blocks"]]}
 
 
-def test_snapshot_segments_cover_the_arena_and_show_fragmentation(history):
+def test_snapshot_segments_cover_their_blocks_and_show_fragmentation(history):
+    torch.neuron.empty_cache()
     a = allocate_weights()
     b = torch.empty(5000, dtype=torch.uint8, device=f"neuron:{DEV}")
     c = torch.empty(100, dtype=torch.uint8, device=f"neuron:{DEV}")
     del b  # a hole between a and c
-    seg = blocks_of(torch.neuron.memory._snapshot(), DEV)
-    assert seg["total_size"] == torch.neuron.get_device_properties(DEV).total_memory
-    addr = seg["address"]
-    for blk in seg["blocks"]:  # contiguous, in address order, covering the segment
-        assert blk["address"] == addr
-        addr += blk["size"]
-    assert addr == seg["address"] + seg["total_size"]
+    segments = [s for s in torch.neuron.memory._snapshot()["segments"] if s["device"] == DEV]
+    assert sum(s["total_size"] for s in segments) == torch.neuron.memory_reserved(DEV)
+    for seg in segments:
+        addr = seg["address"]
+        for blk in seg["blocks"]:  # contiguous, in address order, covering the segment
+            assert blk["address"] == addr
+            addr += blk["size"]
+        assert addr == seg["address"] + seg["total_size"]
+        assert seg["segment_type"] in ("small", "large")
+    (seg,) = [s for s in segments if s["address"] <= a.data_ptr() < s["address"] + s["total_size"]]
+    assert seg["segment_type"] == "small" and seg["total_size"] == 2 * 2**20  # a 2 MB small-pool segment
     by_addr = {blk["address"]: blk for blk in seg["blocks"]}
     assert by_addr[a.data_ptr()]["state"] == "active_allocated"
     assert by_addr[a.data_ptr()]["requested_size"] == 3000 and by_addr[a.data_ptr()]["size"] == 3072
     hole = by_addr[a.data_ptr() + 3072]
     assert hole["state"] == "inactive" and hole["size"] == 5120  # the freed block stays a visible gap
     assert by_addr[c.data_ptr()]["state"] == "active_allocated"
-    live = [blk for blk in seg["blocks"] if blk["state"] == "active_allocated"]
-    assert sum(blk["requested_size"] for blk in live) == torch.neuron.memory_allocated(DEV)
+    live = [blk for s in segments for blk in s["blocks"] if blk["state"] == "active_allocated"]
+    assert sum(blk["requested_size"] for blk in live) == torch.neuron.memory_stats(DEV)["active_bytes.all.current"]
+    assert sum(blk["size"] for blk in live) == torch.neuron.memory_allocated(DEV)
     del a, c
 
 
@@ -134,7 +141,7 @@ def test_pytorch_memory_viz_renders_a_dumped_snapshot(history, tmp_path):
 
     from torch.cuda import _memory_viz
 
-    summary = _memory_viz.segsum(data)  # checks that the blocks account for every byte of the arena
+    summary = _memory_viz.segsum(data)  # checks that the blocks account for every byte of each segment
     assert "total_reserved:" in summary and "segments:" in summary
     assert f"Device {DEV}" in _memory_viz.trace(data)
 

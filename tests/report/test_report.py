@@ -85,8 +85,9 @@ def test_report_lists_exact_fallbacks_with_source_lines(tmp_path):
     assert data["host_casts_64bit"] == 2
     assert data["unsupported_features"] == []
     (mem,) = data["memory"]
-    assert mem["device"] == "neuron:0" and 0 < mem["peak_bytes"] < mem["capacity_bytes"]
+    assert mem["device"] == "neuron:0" and 0 < mem["peak_bytes"] <= mem["peak_reserved_bytes"] < mem["capacity_bytes"]
     assert mem["capacity_bytes"] == torch.neuron.get_device_properties(0).total_memory
+    assert mem["fraction"] == mem["peak_reserved_bytes"] / mem["capacity_bytes"]  # what must fit: the segments
     comp = data["compilation"]
     assert comp["distinct_signatures"] >= 10
     # torch.ones and mul saw 4 (and 5) shapes: flagged at --many-shapes 4

@@ -1,6 +1,10 @@
-"""The memory API of torch_neuronx (its `neuron.py` and `memory.py`) over the simulated HBM
-arenas, with torch.cuda's names. torch.accelerator's memory functions read
-the same numbers through the C++ DeviceAllocator."""
+"""The memory API of torch_neuronx (its `neuron.py` and `memory.py`) over each
+device's caching segment allocator (docs/memory.md), with torch.cuda's names
+and keys. Every number is read from the allocator in one place
+(`_C._memory_stats`); torch.neuron, torch_neuronx and torch_neuron_sim report
+the same, and torch.accelerator's memory functions read the same numbers
+through the C++ DeviceAllocator. They always satisfy
+reserved >= allocated >= active."""
 from __future__ import annotations
 
 import collections
@@ -12,54 +16,61 @@ from .. import _C
 from ..device.device import _checked, _DeviceLike, device_count
 
 
-def memory_stats(device: _DeviceLike = None) -> dict[str, Any]:
-    """Keys of the real backend: allocated_bytes, reserved_bytes, active_bytes
-    (each current/peak/allocated/freed), num_alloc_retries, num_ooms,
-    num_tensor_frees, allocation_requests."""
+def memory_stats_as_nested_dict(device: _DeviceLike = None) -> dict[str, Any]:
+    """torch.cuda.memory_stats_as_nested_dict(): each byte and count statistic
+    per pool ("all", "small_pool", "large_pool"), each with current, peak,
+    allocated and freed; plus the counters (num_alloc_retries, num_ooms, ...)."""
     return _C._memory_stats(_checked(device))
 
 
+def memory_stats(device: _DeviceLike = None) -> dict[str, Any]:
+    """torch.cuda.memory_stats(): the nested statistics flattened to keys such
+    as "allocated_bytes.all.current" and "reserved_bytes.large_pool.peak",
+    sorted. reserved_bytes: segments held; allocated_bytes: live blocks (size
+    classes); active_bytes (= requested_bytes): what live tensors asked for;
+    inactive_split_bytes: free blocks in segments still in use."""
+    out: list[tuple[str, Any]] = []
+
+    def walk(prefix: str, obj: Any) -> None:
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                walk(f"{prefix}.{k}" if prefix else k, v)
+        else:
+            out.append((prefix, obj))
+
+    walk("", memory_stats_as_nested_dict(device))
+    return collections.OrderedDict(sorted(out))
+
+
+def _stat(device: _DeviceLike, name: str, field: str) -> int:
+    return memory_stats_as_nested_dict(device)[name]["all"][field]
+
+
 def memory_allocated(device: _DeviceLike = None) -> int:
-    """Bytes held by live tensors (exactly what was requested)."""
-    return memory_stats(device)["allocated_bytes"]["current"]
+    """Bytes of the blocks held by live tensors (requests rounded to size classes)."""
+    return _stat(device, "allocated_bytes", "current")
 
 
 def max_memory_allocated(device: _DeviceLike = None) -> int:
-    return memory_stats(device)["allocated_bytes"]["peak"]
+    return _stat(device, "allocated_bytes", "peak")
 
 
 def memory_reserved(device: _DeviceLike = None) -> int:
-    """Arena bytes held by live blocks (requests rounded up to 512 bytes)."""
-    return memory_stats(device)["reserved_bytes"]["current"]
+    """Bytes of the segments the caching allocator holds, free blocks included."""
+    return _stat(device, "reserved_bytes", "current")
 
 
 def max_memory_reserved(device: _DeviceLike = None) -> int:
-    return memory_stats(device)["reserved_bytes"]["peak"]
+    return _stat(device, "reserved_bytes", "peak")
 
 
-# ---- as the device reports them (torch.neuron, torch_neuronx) ---------------
-# TorchNeuron's allocator keeps no cache: it reports reserved_bytes as 0
-# (current and peak) whatever is allocated. torch.neuron and torch_neuronx
-# report that; the arena's own reservation (live blocks rounded up to 512
-# bytes) stays visible through torch_neuron_sim.memory_reserved() and
-# torch_neuron_sim.memory_stats().
-
-def device_memory_stats(device: _DeviceLike = None) -> dict[str, Any]:
-    """memory_stats as the device reports it: reserved_bytes all zero."""
-    s = memory_stats(device)
-    s["reserved_bytes"] = {k: 0 for k in s["reserved_bytes"]}
-    return s
+def memory_cached(device: _DeviceLike = None) -> int:
+    """Deprecated torch.cuda name of memory_reserved."""
+    return memory_reserved(device)
 
 
-def device_memory_reserved(device: _DeviceLike = None) -> int:
-    """0, as the device reports (its allocator reserves nothing beyond live allocations)."""
-    _checked(device)
-    return 0
-
-
-def device_max_memory_reserved(device: _DeviceLike = None) -> int:
-    _checked(device)
-    return 0
+def max_memory_cached(device: _DeviceLike = None) -> int:
+    return max_memory_reserved(device)
 
 
 def reset_peak_memory_stats(device: _DeviceLike = None) -> None:
@@ -74,22 +85,41 @@ def reset_max_memory_allocated(device: _DeviceLike = None) -> None:
     reset_peak_memory_stats(device)
 
 
+def reset_max_memory_cached(device: _DeviceLike = None) -> None:
+    reset_peak_memory_stats(device)
+
+
 def empty_cache() -> None:
-    """Nothing is cached (a freed block returns to the arena at once); this
-    gives the host back the pages of free arena ranges."""
+    """Return every cached segment that holds no live block to the device
+    (on every device), as torch.cuda.empty_cache() does; segments with live
+    tensors stay. The host gets back the pages of the freed ranges."""
     import torch
 
     torch._C._accelerator_emptyCache()  # the DeviceAllocator's emptyCache (allocator.cpp)
 
 
 def mem_get_info(device: _DeviceLike = None) -> tuple[int, int]:
-    """(free, total) bytes of a device's HBM."""
+    """(free, total) bytes of a device's HBM: free is what no segment holds."""
     i = _checked(device)
     total = _C._capacity(i)
     return total - memory_reserved(i), total
 
 
-def _fmt(n: int) -> str:
+def caching_allocator_alloc(size: int, device: _DeviceLike = None, stream: Any = None) -> int:
+    """torch.cuda.caching_allocator_alloc: `size` bytes from a device's
+    allocator, as an address; free it with caching_allocator_delete."""
+    if not isinstance(size, int) or size < 0:
+        raise ValueError(f"size must be a non-negative int, got {size!r}")
+    return _C._raw_alloc(_checked(device), size)
+
+
+def caching_allocator_delete(mem_ptr: int) -> None:
+    """Free memory from caching_allocator_alloc. An address that is no live
+    block of a neuron allocator raises ValueError (and frees nothing)."""
+    _C._raw_free(int(mem_ptr))
+
+
+def _fmt(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
@@ -98,32 +128,41 @@ def _fmt(n: int) -> str:
 
 
 def memory_summary(device: _DeviceLike = None, abbreviated: bool = False) -> str:
-    """A readable table of a device's memory statistics."""
+    """torch.cuda.memory_summary()'s table for a device, from the same
+    statistics as memory_stats(): each metric for all pools, then (unless
+    abbreviated) from the large and the small pool."""
     i = _checked(device)
-    s = memory_stats(i)
+    s = memory_stats_as_nested_dict(i)
+    width = 79
     lines = [
-        "=" * 75,
+        "=" * width,
         f" Neuron Memory Summary, Device {i}  (HBM {_fmt(_C._capacity(i))})",
-        "-" * 75,
-        f" Allocations: {s['allocation_requests']}  Frees: {s['num_tensor_frees']}  "
-        f"OOMs: {s['num_ooms']}  Retries: {s['num_alloc_retries']}",
-        "-" * 75,
-        f" {'Metric':<18}{'Current':>14}{'Peak':>14}{'Allocated':>14}{'Freed':>14}",
+        "-" * width,
+        f" Allocations: {s['allocation_requests']}  Frees: {s['num_tensor_frees']}  OOMs: {s['num_ooms']}  "
+        f"Retries: {s['num_alloc_retries']}  Segments from the device: {s['num_device_alloc']}  "
+        f"returned: {s['num_device_free']}",
+        "=" * width,
+        f" {'Metric':<26}{'Cur Usage':>13}{'Peak Usage':>13}{'Tot Alloc':>13}{'Tot Freed':>13}",
     ]
-    for key, label in (("allocated_bytes", "Allocated memory"), ("reserved_bytes", "Reserved memory"),
-                       ("active_bytes", "Active memory")):
-        st = s[key]
-        lines.append(f" {label:<18}" + "".join(f"{_fmt(st[k]):>14}" for k in ("current", "peak", "allocated", "freed")))
-    # Fragmentation: an OOM with plenty free but a small largest range means
-    # live blocks are scattered (look at a snapshot to see where).
-    free = [size for _, size, _, live in _C._arena_blocks(i) if not live]
+    metrics = (("allocated_bytes", "Allocated memory", _fmt), ("active_bytes", "Active memory", _fmt),
+               ("reserved_bytes", "Reserved memory", _fmt), ("inactive_split_bytes", "Non-releasable memory", _fmt),
+               ("allocation", "Allocations", str), ("active", "Active allocs", str),
+               ("segment", "Reserved segments", str), ("inactive_split", "Non-releasable allocs", str))
+    pools = (("all", ""),) if abbreviated else (("all", ""), ("large_pool", "  from large pool"),
+                                                  ("small_pool", "  from small pool"))
+    for key, label, fmt in metrics:
+        lines.append("-" * width)
+        for pool, suffix in pools:
+            st = s[key][pool]
+            lines.append(f" {(suffix or label):<26}"
+                         + "".join(f"{fmt(st[k]):>13}" for k in ("current", "peak", "allocated", "freed")))
     limit = _C._memory_limit(i)
     lines += [
-        "-" * 75,
-        f" Free ranges: {len(free)}  Largest free range: {_fmt(max(free, default=0))}"
+        "-" * width,
+        f" Largest free block: {_fmt(s['largest_free_block'])}"
         + (f"  Process limit: {_fmt(limit)}" if limit < _C._capacity(i) else ""),
+        "=" * width,
     ]
-    lines.append("=" * 75)
     return "\n".join(lines) + "\n"
 
 
@@ -135,8 +174,8 @@ def list_gpu_processes(device: _DeviceLike = None) -> str:
 
 def set_per_process_memory_fraction(fraction: float, device: _DeviceLike = None) -> None:
     """Cap this process at `fraction` of a device's HBM, as torch.cuda does:
-    an allocation that would take the bytes held by blocks past the cap raises
-    torch.OutOfMemoryError (after the usual retry), as a full device would."""
+    an allocation that would take the reserved bytes (segments) past the cap
+    raises torch.OutOfMemoryError (after the usual retry), as a full device would."""
     if not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
         raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
     i = _checked(device)
@@ -171,15 +210,17 @@ def _record_memory_history(enabled: str | None = "all", context: str | None = "a
 
 def _snapshot(device: _DeviceLike = None) -> dict[str, Any]:
     """The memory state in torch.cuda.memory._snapshot()'s format:
-    {"segments": [one per device arena, with every block, free ones
-    included, so fragmentation is visible], "device_traces": [per device,
-    the recorded alloc/free_requested/free_completed/oom actions]}."""
+    {"segments": [each segment of each device's caching allocator, with
+    every block, free ones included, so fragmentation is visible],
+    "device_traces": [per device, the recorded
+    alloc/free_requested/free_completed/oom actions]}."""
     return _C._memory_snapshot()
 
 
 def _dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
     """Pickle _snapshot() to `filename`, for
-    `python -m torch.cuda._memory_viz trace_plot <file> -o out.html` or
+    `python -m torch.cuda._memory_viz segment_plot <file> -o out.html` (or
+    trace_plot) or
     https://pytorch.org/memory_viz."""
     with open(filename, "wb") as f:
         pickle.dump(_snapshot(), f)

@@ -148,7 +148,8 @@ def _summary(data) -> str:
                       f"{prof.get('devices', '?')} device(s), {_size(prof.get('hbm_per_device_bytes', 0))} HBM each"))
     for m in data.get("memory", []):
         cards.append((f"Peak HBM, {m['device']}", _size(m["peak_bytes"]),
-                      f"of {_size(m['capacity_bytes'])} ({100 * m['fraction']:.2f}%)"))
+                      f"allocated; {_size(m['peak_reserved_bytes'])} reserved of {_size(m['capacity_bytes'])} "
+                      f"({100 * m['fraction']:.2f}%)"))
     if not data.get("memory"):
         cards.append(("Peak HBM", "0 B", "no device memory used"))
     cards.append(("Ops native / fallback", f"{len(nat)} / {len(fb)}",

@@ -72,8 +72,8 @@ def _memory_section(data, add) -> None:
                legend_label=t["device"])
         m = peaks.get(t["device"])
         if m:
-            notes.append(f"{t['device']}: peak {_size(m['peak_bytes'])} of {_size(m['capacity_bytes'])} "
-                         f"({100 * m['fraction']:.2f}%)")
+            notes.append(f"{t['device']}: peak {_size(m['peak_bytes'])} allocated, {_size(m['peak_reserved_bytes'])} "
+                         f"reserved of {_size(m['capacity_bytes'])} ({100 * m['fraction']:.2f}%)")
         if t.get("downsampled"):
             notes.append(f"{t['device']}: {t['events']} allocations and frees, drawn as {len(t['seconds'])} points "
                          "(each run of events keeps its lowest and highest value)")

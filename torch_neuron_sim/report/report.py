@@ -270,8 +270,11 @@ class Report:
                        for f, n in now.unsupported if n - unsupported_before.get(f, 0)]
         m = _machine()  # the device table is fixed at its first use, long before any report stops
         cap = m["hbm_per_device"]  # every device's total_memory (get_device_properties)
-        memory = [{"device": f"neuron:{i}", "peak_bytes": peak, "capacity_bytes": cap, "fraction": peak / cap}
-                  for i, peak in enumerate(now.peak) if peak]
+        # The capacity check reads reserved bytes: the caching allocator's
+        # segments are what must fit on the device, free blocks included.
+        memory = [{"device": f"neuron:{i}", "peak_bytes": peak, "peak_reserved_bytes": reserved,
+                   "capacity_bytes": cap, "fraction": reserved / cap}
+                  for i, (peak, reserved) in enumerate(zip(now.peak, now.peak_reserved)) if peak]
         collectives: dict[str, dict[str, Any]] = {}
         for (op, site), n in sorted(self._collective_sites.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1])):
             c = collectives.setdefault(op, {"op": op, "count": 0, "bytes": 0, "sites": []})

@@ -75,10 +75,10 @@ def render_text(data: dict[str, Any]) -> str:
             out.append(f"  {c['op']:<44} {c['count']:>8} call(s) {size(c['bytes']):>12}")
             for s in c["sites"][:5]:
                 out.append(f"      {s['count']:>6} x  {short_site(s['site'])}  ({size(s['bytes'])})")
-    out.append("\nPeak HBM per device (allocated, against capacity):")
+    out.append("\nPeak HBM per device (allocated; reserved by the caching allocator, against capacity):")
     for m in d["memory"]:
-        out.append(f"  {m['device']:<10} {gib(m['peak_bytes'])} of {gib(m['capacity_bytes'])} "
-                   f"({100 * m['fraction']:.2f}%)")
+        out.append(f"  {m['device']:<10} {gib(m['peak_bytes'])} allocated; {gib(m['peak_reserved_bytes'])} reserved "
+                   f"of {gib(m['capacity_bytes'])} ({100 * m['fraction']:.2f}%)")
     if not d["memory"]:
         out.append("  no device memory used")
     c = d["compilation"]

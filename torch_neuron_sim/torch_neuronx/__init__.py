@@ -27,13 +27,9 @@ from . import metrics
 from ..device import random as _random, streams as _streams
 from ..device.device import device as _device_context
 from ..device.device import _checked, current_device, device_count, synchronize
-from ..memory import (
-    empty_cache, max_memory_allocated, memory_allocated, memory_summary, reset_accumulated_memory_stats,
-    reset_peak_memory_stats,
-)
-from ..memory import (  # reserved bytes as the device reports them: 0
-    device_max_memory_reserved as max_memory_reserved, device_memory_reserved as memory_reserved,
-    device_memory_stats as memory_stats,
+from ..memory import (  # the caching allocator's numbers, as torch.neuron reports them
+    empty_cache, max_memory_allocated, max_memory_reserved, memory_allocated, memory_reserved, memory_stats,
+    memory_summary, reset_accumulated_memory_stats, reset_peak_memory_stats,
 )
 from ..execution import tracking
 from ..device.device import _lazy_init as _device_lazy_init, is_initialized as _device_is_initialized
@@ -56,9 +52,9 @@ def __getattr__(name: str) -> Any:
 
 
 class _NeuronCachingAllocator:
-    """`torch_neuronx._C.NeuronCachingAllocator`. The emulated allocator caches
-    nothing (a freed block returns to the arena at once, docs/memory.md), so
-    there are no cached blocks to count; emptyCache returns free pages."""
+    """`torch_neuronx._C.NeuronCachingAllocator`: the caching segment
+    allocator (docs/memory.md). Freed blocks stay cached in their segments;
+    emptyCache returns the segments that hold no live block."""
 
     @staticmethod
     def emptyCache() -> None:
@@ -66,7 +62,8 @@ class _NeuronCachingAllocator:
 
     @staticmethod
     def getCachedBlocks() -> int:
-        return 0
+        """Free blocks cached in the current device's segments."""
+        return sum(not live for seg in _core._segments(current_device()) for *_, live in seg[3])
 
 
 def _copy_entry(direction: str) -> Callable:

@@ -8,14 +8,11 @@ from ..device.device import (
     is_initialized, synchronize,
 )
 from ..memory import (
-    empty_cache, max_memory_allocated, mem_get_info, memory_allocated, memory_summary,
-    reset_accumulated_memory_stats, reset_max_memory_allocated, reset_peak_memory_stats,
-    get_per_process_memory_fraction, memory_snapshot, set_per_process_memory_fraction,
-)
-# Reserved bytes as the device reports them (0); torch_neuron_sim.memory_reserved() is the arena's.
-from ..memory import (
-    device_max_memory_reserved as max_memory_reserved, device_memory_reserved as memory_reserved,
-    device_memory_stats as memory_stats,
+    caching_allocator_alloc, caching_allocator_delete, empty_cache, max_memory_allocated, max_memory_cached,
+    max_memory_reserved, mem_get_info, memory_allocated, memory_cached, memory_reserved, memory_stats,
+    memory_stats_as_nested_dict, memory_summary, reset_accumulated_memory_stats, reset_max_memory_allocated,
+    reset_max_memory_cached, reset_peak_memory_stats, get_per_process_memory_fraction, memory_snapshot,
+    set_per_process_memory_fraction,
 )
 from ..device.random import (
     get_rng_state, get_rng_state_all, initial_seed, manual_seed, manual_seed_all, seed, seed_all,

@@ -47,9 +47,9 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
   }
   at::Device getDeviceFromPtr(void* data) const override {
     // Only arenas already reserved can hold the pointer; never reserve one here.
-    if (runtime::Arena* owner = runtime::arenaOwning(data))
+    if (runtime::CachingAllocator* owner = runtime::allocatorOwning(data))
       for (int i = 0; i < runtime::deviceCount(); ++i)
-        if (runtime::reservedArena(i) == owner) return neuronDevice(i);
+        if (runtime::reservedAllocator(i) == owner) return neuronDevice(i);
     TORCH_CHECK(false, "pointer ", data, " does not lie in any neuron device's HBM arena");
   }
   bool isPinnedPtr(const void* data) const override { return isPinnedHostPtr(data); }

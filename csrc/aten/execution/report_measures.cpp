@@ -39,12 +39,14 @@ ReportCounters reportCounters(bool reset_peaks) {
   const int n = runtime::deviceCount();
   c.allocated.assign(n, 0);
   c.peak.assign(n, 0);
+  c.peak_reserved.assign(n, 0);
   for (int i = 0; i < n; ++i) {
-    runtime::Arena* a = runtime::reservedArena(i);  // never reserves one: reading must not
+    runtime::CachingAllocator* a = runtime::reservedAllocator(i);  // never reserves one: reading must not
     if (!a) continue;
-    const runtime::ArenaStats s = a->stats();
-    c.allocated[i] = s.allocated_bytes.current;
-    c.peak[i] = s.allocated_bytes.peak;
+    const runtime::AllocatorStats s = a->stats();
+    c.allocated[i] = s.allocated_bytes.all.current;
+    c.peak[i] = s.allocated_bytes.all.peak;
+    c.peak_reserved[i] = s.reserved_bytes.all.peak;
     if (reset_peaks) a->resetPeak();
   }
   return c;

@@ -1,6 +1,7 @@
-// The arena as PyTorch sees it: a c10::DeviceAllocator for PrivateUse1 (what
-// torch.accelerator's memory functions read), and a wrapper around the CPU
-// allocator that, inside an ArenaScope, serves CPU kernels from the arena.
+// The caching allocator as PyTorch sees it: a c10::DeviceAllocator for
+// PrivateUse1 (what torch.accelerator's memory functions read), and a wrapper
+// around the CPU allocator that, inside an ArenaScope, serves CPU kernels from
+// the device's allocator.
 #include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/CPUAllocator.h>
@@ -9,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <stdexcept>
 
 #include "aten/device/guard.h"
 #include "aten/memory/allocator.h"
@@ -23,7 +25,7 @@
 namespace neuron_sim {
 namespace {
 
-using runtime::Arena;
+using runtime::CachingAllocator;
 
 std::string humanBytes(uint64_t b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -41,12 +43,13 @@ thread_local int t_arena_device = -1;
 void (*g_reclaim)() = nullptr;  // set by the Python layer: gc.collect()
 c10::DeleterFnPtr g_cpu_raw_deleter = nullptr;  // the wrapped CPU allocator's
 
-void fillStat(c10::CachingDeviceAllocator::StatArray& dst, const runtime::Stat& src) {
-  for (auto& s : dst) {  // aggregate; the arena has a single pool
-    s.current = src.current;
-    s.peak = src.peak;
-    s.allocated = src.allocated;
-    s.freed = src.freed;
+void fillStat(c10::CachingDeviceAllocator::StatArray& dst, const runtime::PoolStat& src) {
+  const runtime::Stat* from[] = {&src.all, &src.small, &src.large};  // StatType: aggregate, small, large
+  for (size_t i = 0; i < dst.size(); ++i) {
+    dst[i].current = from[i]->current;
+    dst[i].peak = from[i]->peak;
+    dst[i].allocated = from[i]->allocated;
+    dst[i].freed = from[i]->freed;
   }
 }
 
@@ -64,30 +67,37 @@ class NeuronAllocator final : public c10::DeviceAllocator {
 
   bool initialized() override { return runtime::isInitialized(); }
   void emptyCache(c10::MempoolId_t) override {
-    // Nothing is cached (each block returns to the arena when its tensor
-    // dies); give the host back the pages of free ranges.
-    // Only arenas already reserved: emptying must not reserve the others.
+    // Whole free segments go back to the arena, whose free ranges give the
+    // host back their pages. Only allocators already reserved: emptying must
+    // not reserve the others.
     for (int i = 0; i < runtime::deviceCount(); ++i)
-      if (runtime::Arena* a = runtime::reservedArena(i)) a->releaseFreePages();
+      if (CachingAllocator* a = runtime::reservedAllocator(i)) a->emptyCache();
   }
   // Nothing to hold back: kernels finish at launch, so no stream has pending work on a block.
   void recordStream(const c10::DataPtr&, c10::Stream) override {}
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
-    auto s = runtime::arena(device).stats();
+    auto s = runtime::allocator(device).stats();
     c10::CachingDeviceAllocator::DeviceStats d;
     fillStat(d.allocated_bytes, s.allocated_bytes);
-    fillStat(d.requested_bytes, s.allocated_bytes);
+    fillStat(d.requested_bytes, s.active_bytes);
     fillStat(d.reserved_bytes, s.reserved_bytes);
     fillStat(d.active_bytes, s.active_bytes);
+    fillStat(d.inactive_split_bytes, s.inactive_split_bytes);
+    fillStat(d.allocation, s.allocation);
+    fillStat(d.segment, s.segment);
+    fillStat(d.active, s.active);
+    fillStat(d.inactive_split, s.inactive_split);
     d.num_alloc_retries = s.num_alloc_retries;
     d.num_ooms = s.num_ooms;
+    d.num_device_alloc = s.num_device_alloc;
+    d.num_device_free = s.num_device_free;
     return d;
   }
-  void resetAccumulatedStats(c10::DeviceIndex device) override { runtime::arena(device).resetAccumulated(); }
-  void resetPeakStats(c10::DeviceIndex device) override { runtime::arena(device).resetPeak(); }
+  void resetAccumulatedStats(c10::DeviceIndex device) override { runtime::allocator(device).resetAccumulated(); }
+  void resetPeakStats(c10::DeviceIndex device) override { runtime::allocator(device).resetPeak(); }
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
-    auto& a = runtime::arena(device);
-    return {a.capacity() - a.bytesInUse(), a.capacity()};
+    auto& a = runtime::allocator(device);
+    return {a.capacity() - a.reservedBytes(), a.capacity()};
   }
 };
 
@@ -124,7 +134,7 @@ class HostAllocatorWrapper final : public c10::Allocator {
 
  private:
   static void rawDelete(void* p) {
-    if (runtime::arenaOwning(p)) arenaDelete(p);
+    if (runtime::allocatorOwning(p)) arenaDelete(p);
     else g_cpu_raw_deleter(p);
   }
   c10::Allocator* cpu_;
@@ -140,15 +150,15 @@ c10::Allocator* hostViewAllocator() { return &g_host_view_allocator; }
 
 namespace {
 
-int deviceIndexOf(const Arena* a) {
+int deviceIndexOf(const CachingAllocator* a) {
   for (int i = 0; i < runtime::kMaxDevices; ++i)
-    if (runtime::reservedArena(i) == a) return i;
+    if (runtime::reservedAllocator(i) == a) return i;
   return -1;
 }
 
 // A kernel wrote outside its block. The deleter cannot throw, and the bytes it
 // hit may belong to a neighbour, so stop here with everything needed to find it.
-[[noreturn]] void reportGuardDamage(const Arena* a, const void* ptr, const runtime::FreedBlock& f) {
+[[noreturn]] void reportGuardDamage(const CachingAllocator* a, const void* ptr, const runtime::FreedBlock& f) {
   std::ostringstream msg;
   msg << "neuron_sim: NEURON_SIM_GUARD: guard bytes of a block on neuron:" << deviceIndexOf(a)
       << " were overwritten, found when the block was freed.\n  block: " << f.requested << " bytes ("
@@ -167,47 +177,66 @@ int deviceIndexOf(const Arena* a) {
   std::abort();
 }
 
+// A pointer inside a device's HBM that is no live block (a double free):
+// deleters cannot throw, and carrying on would hand one block to two tensors.
+[[noreturn]] void reportBadFree(const CachingAllocator* a, const void* ptr, const char* what) {
+  std::fprintf(stderr, "neuron_sim: %s (%p on neuron:%d). Aborting: the block may already belong to another "
+               "tensor.\n", what, ptr, deviceIndexOf(a));
+  std::fflush(stderr);
+  std::abort();
+}
+
 }  // namespace
 
 void arenaDelete(void* ptr) {
   if (!ptr) return;
-  Arena* a = runtime::arenaOwning(ptr);
+  CachingAllocator* a = runtime::allocatorOwning(ptr);
   if (!a) return;
-  if (C10_LIKELY(!runtime::debugModes())) {
-    a->free(ptr);
-    return;
+  runtime::FreedBlock f;
+  try {
+    f = a->free(ptr);
+  } catch (const std::invalid_argument& e) {
+    reportBadFree(a, ptr, e.what());
   }
-  runtime::FreedBlock f = a->free(ptr);
+  if (C10_LIKELY(!runtime::debugModes())) return;
+  if (f.guard_damaged) reportGuardDamage(a, ptr, f);
+  if (runtime::debugModes() & (runtime::kHistory | runtime::kGuard)) history::recordFree(ptr, f.block, f.requested);
+}
+
+void rawFree(void* ptr) {
+  CachingAllocator* a = ptr ? runtime::allocatorOwning(ptr) : nullptr;
+  if (!a) throw std::invalid_argument("free of memory that no neuron device's allocator owns");
+  runtime::FreedBlock f = a->free(ptr);  // throws for a pointer that is no live block
   if (f.guard_damaged) reportGuardDamage(a, ptr, f);
   if (runtime::debugModes() & (runtime::kHistory | runtime::kGuard)) history::recordFree(ptr, f.block, f.requested);
 }
 
 c10::DataPtr allocateOn(int device, size_t bytes, c10::Device label) {
   if (runtime::inBadFork()) runtimeCall(&runtime::checkNotForked);
-  Arena* arena = runtimeCall([&] { return &runtime::arena(device); });
+  CachingAllocator* alloc = runtimeCall([&] { return &runtime::allocator(device); });
   // One relaxed load: poisoning, guards, injected failures and history all
   // live behind this word, so the common path pays nothing for them.
   const uint32_t modes = runtime::debugModes();
   const bool injected = C10_UNLIKELY(modes & runtime::kFailAlloc) && bytes > 0 && runtime::consumeAllocation();
   uintptr_t block = 0;  // where the block starts, for the memory history
-  void* p = injected ? nullptr : arena->allocate(bytes, &block);
+  // The allocator has already returned its free cached segments and retried.
+  void* p = injected ? nullptr : alloc->allocate(bytes, &block);
   if (!p && bytes > 0) {
-    // As the real allocator: synchronize (kernels are synchronous here),
-    // release what can be released, retry once. Nothing is cached, but
-    // tensors kept alive only by unreachable Python reference cycles can be:
-    // the reclaim hook runs Python's garbage collector.
+    // Tensors kept alive only by unreachable Python reference cycles can
+    // still be freed: the reclaim hook runs Python's garbage collector.
     if (injected) {
-      arena->countRequest();
-    } else {
-      if (g_reclaim) g_reclaim();
-      p = arena->allocate(bytes, &block);
+      alloc->countRequest();
+    } else if (g_reclaim) {
+      g_reclaim();
+      p = alloc->allocate(bytes, &block);
+      if (p) alloc->countRetry();
     }
-    if (p) {
-      arena->countRetry();
-    } else {
-      arena->countOom();
-      const uint64_t cap = arena->capacity(), limit = arena->limit(), in_use = arena->bytesInUse();
-      if (modes & runtime::kHistory) history::recordOom(device, bytes, limit > in_use ? limit - in_use : 0);
+    if (!p) {
+      alloc->countOom();
+      const runtime::AllocatorStats s = alloc->stats();
+      const uint64_t cap = alloc->capacity(), limit = alloc->limit();
+      const uint64_t reserved = s.reserved_bytes.all.current, allocated = s.allocated_bytes.all.current;
+      if (modes & runtime::kHistory) history::recordOom(device, bytes, limit > reserved ? limit - reserved : 0);
       std::ostringstream why;
       if (injected)
         why << " This failure was injected (NEURON_SIM_FAIL_ALLOC_AT or torch_neuron_sim.inject_oom).";
@@ -216,9 +245,10 @@ c10::DataPtr allocateOn(int device, size_t bytes, c10::Device label) {
             << " bytes) of it.";
       TORCH_CHECK_WITH(OutOfMemoryError, false,
           "neuron out of memory on neuron:", device, ". Tried to allocate ", humanBytes(bytes), " (", bytes,
-          " bytes); the device has ", humanBytes(cap), " of HBM (", cap,
-          " bytes) with ", humanBytes(in_use), " (", in_use,
-          " bytes) in use and a largest free block of ", humanBytes(arena->largestFreeBlock()), ".", why.str(),
+          " bytes); the device has ", humanBytes(cap), " of HBM (", cap, " bytes), of which ",
+          humanBytes(allocated), " is allocated by tensors, ", humanBytes(reserved - allocated),
+          " is reserved by the caching allocator but unallocated, and the largest free block is ",
+          humanBytes(static_cast<uint64_t>(s.largest_free_block)), ".", why.str(),
           " NRT allocation failed for size ", bytes, " (OOM). Free tensors you no longer need, "
           "lower the batch size, or model a larger device with NEURON_SIM_PROFILE / NEURON_SIM_HBM_GB.");
     }

@@ -1,4 +1,4 @@
-// The arena as PyTorch sees it (allocator.cpp): the PrivateUse1 allocator,
+// The caching allocator as PyTorch sees it (allocator.cpp): the PrivateUse1 allocator,
 // and the CPU allocator wrapper that lets a CPU kernel write device memory.
 #pragma once
 #include <c10/core/Allocator.h>
@@ -15,6 +15,10 @@ c10::Allocator* hostViewAllocator();
 // Every DataPtr whose bytes live in an arena has this deleter.
 void arenaDelete(void* ptr);
 inline bool isArenaMemory(const c10::DataPtr& p) { return p.get_deleter() == &arenaDelete; }
+// Frees memory from allocateOn whose DataPtr released it
+// (caching_allocator_delete); throws std::invalid_argument for a pointer that
+// is no live block of a device's allocator.
+void rawFree(void* ptr);
 // Allocates `bytes` on `device`, raising torch.OutOfMemoryError when it does not fit.
 c10::DataPtr allocateOn(int device, size_t bytes, c10::Device label);
 // Called once before the retry of an allocation that did not fit.

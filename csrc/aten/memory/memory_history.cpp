@@ -47,9 +47,9 @@ Stack captureStack() {
 }
 
 int deviceOf(const void* data) {
-  runtime::Arena* a = runtime::arenaOwning(data);
+  runtime::CachingAllocator* a = runtime::allocatorOwning(data);
   for (int i = 0; a && i < runtime::kMaxDevices; ++i)
-    if (runtime::reservedArena(i) == a) return i;
+    if (runtime::reservedAllocator(i) == a) return i;
   return -1;
 }
 
@@ -157,19 +157,21 @@ Snapshot snapshot() {
   }
   out.device_traces = traces();
   for (int i = 0; i < n; ++i) {
-    runtime::Arena* a = runtime::reservedArena(i);
+    runtime::CachingAllocator* a = runtime::reservedAllocator(i);
     if (!a) continue;
-    SnapshotSegment seg{i, a->base(), a->capacity(), 0, 0, {}};
-    for (const auto& b : a->blocks()) {
-      auto it = b.allocated ? sites.find(a->base() + b.user_offset) : sites.end();
-      seg.blocks.push_back({a->base() + b.offset, b.size, b.allocated ? b.requested : b.size, b.allocated,
-                            it != sites.end() ? it->second : Stack()});
-      if (b.allocated) {
-        seg.allocated_size += b.size;
-        seg.requested_size += b.requested;
+    for (const auto& segment : a->segments()) {
+      SnapshotSegment seg{i, a->base() + segment.offset, segment.size, 0, 0, segment.pool == runtime::kSmallPool, {}};
+      for (const auto& b : segment.blocks) {
+        auto it = b.allocated ? sites.find(a->base() + b.user_offset) : sites.end();
+        seg.blocks.push_back({a->base() + b.offset, b.size, b.allocated ? b.requested : b.size, b.allocated,
+                              it != sites.end() ? it->second : Stack()});
+        if (b.allocated) {
+          seg.allocated_size += b.size;
+          seg.requested_size += b.requested;
+        }
       }
+      out.segments.push_back(std::move(seg));
     }
-    out.segments.push_back(std::move(seg));
   }
   return out;
 }

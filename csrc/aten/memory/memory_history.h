@@ -63,11 +63,12 @@ struct SnapshotBlock {
   Stack frames;  // null when no site was recorded
 };
 
-// One segment per reserved device arena (the whole HBM, reserved up front).
+// One segment of a device's caching allocator, as torch.cuda's snapshots list them.
 struct SnapshotSegment {
   int device;
   uintptr_t address;
   uint64_t total_size, allocated_size, requested_size;
+  bool small_pool;
   std::vector<SnapshotBlock> blocks;  // in address order
 };
 
