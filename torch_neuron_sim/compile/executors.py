@@ -32,22 +32,22 @@ def autocopy_disabled() -> bool:
     return os.environ.get("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", "").strip().lower() in _TRUE
 
 
-def inductor(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str) -> Callable:
-    """Inductor's CPU code generation for the neuron device (boxed callable)."""
-    from torch._guards import detect_fake_mode
+def inductor(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str, decompose: bool = False) -> Callable:
+    """Inductor's CPU code generation for the neuron device (boxed callable).
+    AOTAutograd traced the graph with Inductor's decompositions
+    (backend.py), as it does for a CPU graph; a graph an FX pass added ATen
+    ops to (FlexAttention's) is decomposed again (`decompose`)."""
     from torch._inductor.compile_fx import compile_fx_inner
-    from torch._inductor.decomposition import select_decomp_table
-    from torch.fx.experimental.proxy_tensor import make_fx
 
     from . import inductor_device
     inductor_device.register()
-    # The graph was decomposed only as far as the device needs (native ops
-    # kept whole); Inductor lowers its own, finer decomposition, and the
-    # device's ops it has no lowering for as their definition.
-    fake_mode = detect_fake_mode(example_inputs)
-    with fake_mode:
-        gm = make_fx(gm, decomposition_table={**select_decomp_table(), **inductor_device.decompositions()})(
-            *example_inputs)
+    if decompose:
+        from torch._guards import detect_fake_mode
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        from .backend import _inductor_decompositions
+        with detect_fake_mode(example_inputs):
+            gm = make_fx(gm, decomposition_table=_inductor_decompositions())(*example_inputs)
     return compile_fx_inner(gm, example_inputs, is_backward=kind == "backward", is_inference=kind == "inference")
 
 
@@ -69,6 +69,17 @@ def graph(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str) -> Cal
         return gm(*args)
     run._boxed_call = True
     return run
+
+
+def _keeping_layout(x: torch.Tensor, convert: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """convert(x) elementwise, with x's sizes and strides: the compiled code
+    asserts the layout it was compiled for, an expanded (stride-0) input's
+    included, which a plain copy would make contiguous."""
+    y = convert(x)
+    if y is x or y.stride() == x.stride():
+        return y
+    flat = torch.empty(0, dtype=x.dtype, device=x.device).set_(x.untyped_storage())
+    return convert(flat).as_strided(x.size(), x.stride(), x.storage_offset())
 
 
 def mutated_inputs(gm: torch.fx.GraphModule) -> list[int]:
@@ -145,9 +156,9 @@ class Launch:
                                    f"{device}")
             else:
                 on_device = True
-            y = retarget.input_on_device(x, device, self.narrow)
+            y = _keeping_layout(x, lambda t: retarget.input_on_device(t, device, self.narrow))
             if y.dtype in self.wide_int:  # int64 holds int32 values on the device
-                y = y.to(torch.int32).to(y.dtype)
+                y = _keeping_layout(y, lambda t: t.to(torch.int32).to(t.dtype))
             if y is not x:
                 subst[i] = (x, y)
         call_args = list(args)
