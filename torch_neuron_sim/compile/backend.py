@@ -78,26 +78,23 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], mode: Op
         return _aot(gm, example_inputs, opts)
 
 
-def _static_shapes_ctx():
-    from .selection import static_shapes_for_neuron
-    return static_shapes_for_neuron()
-
-
 # Each call of a function compiled with backend="neuron" runs Dynamo without
 # automatic dynamic: a new shape is a new static graph (selection.py).
-neuron_backend.backend_ctx_ctor = _static_shapes_ctx
+neuron_backend.backend_ctx_ctor = static_shapes.no_automatic_dynamic
 
 
 def _aot(gm: torch.fx.GraphModule, example_inputs: list[Any], opts: Any) -> Callable:
     from torch._dynamo.backends.common import aot_autograd
 
+    from . import inductor_device
     from .compiler import compile_graph
 
     return aot_autograd(
         fw_compiler=functools.partial(compile_graph, kind="forward", opts=opts),
         bw_compiler=functools.partial(compile_graph, kind="backward", opts=opts),
         inference_compiler=functools.partial(compile_graph, kind="inference", opts=opts),
-        decompositions=_decompositions_now() if opts.executor == "graph" else _inductor_decompositions(),
+        decompositions=(_decompositions_now() if opts.executor == "graph"
+                        else inductor_device.inductor_decompositions()),
         keep_inference_input_mutations=True,
     )(gm, example_inputs)
 
@@ -111,16 +108,3 @@ def _decompositions_now() -> dict:
 @functools.lru_cache(maxsize=4)
 def _decomp_for(version: str) -> dict:
     return decompositions()
-
-
-def _inductor_decompositions() -> dict:
-    """For the Inductor executor: the table Inductor decomposes a CPU graph
-    with, plus definitions of the device's native ops it has no lowering for
-    (inductor_device.py). The graph is traced once, with this table: a graph
-    decomposed by one table and then retraced by another could reach a view
-    whose input the second table laid out differently (a permuted attention
-    output reshaped to 3 dimensions), which no CPU graph does."""
-    from torch._inductor.decomposition import select_decomp_table
-
-    from . import inductor_device
-    return {**select_decomp_table(), **inductor_device.decompositions()}

@@ -45,9 +45,8 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str, dec
         from torch._guards import detect_fake_mode
         from torch.fx.experimental.proxy_tensor import make_fx
 
-        from .backend import _inductor_decompositions
         with detect_fake_mode(example_inputs):
-            gm = make_fx(gm, decomposition_table=_inductor_decompositions())(*example_inputs)
+            gm = make_fx(gm, decomposition_table=inductor_device.inductor_decompositions())(*example_inputs)
     return compile_fx_inner(gm, example_inputs, is_backward=kind == "backward", is_inference=kind == "inference")
 
 

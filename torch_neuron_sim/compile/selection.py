@@ -35,12 +35,6 @@ def _on_neuron(example_inputs: list[Any]) -> bool:
     return any(isinstance(x, torch.Tensor) and x.device.type == "neuron" for x in example_inputs)
 
 
-def static_shapes_for_neuron() -> contextlib.AbstractContextManager:
-    """backend="neuron": no automatic dynamic in the frames it compiles."""
-    import torch._dynamo
-    return torch._dynamo.config.patch(automatic_dynamic_shapes=False)
-
-
 @contextlib.contextmanager
 def _auto_frame() -> Iterator[None]:
     _patch_automatic_dynamic()
