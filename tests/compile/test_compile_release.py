@@ -122,3 +122,20 @@ def test_sparse_ops_have_no_lowering():
     with gm.graph.inserting_after(node):
         gm.graph.call_function(torch.ops.aten._to_sparse.default, (node,))
     assert graph_check.ops_without_lowering(gm) == ["aten::_to_sparse"]
+
+
+# ---- CPU inputs --------------------------------------------------------------------
+
+def test_a_cpu_model_trains_through_the_neuron_backend_with_gradients_on_the_cpu():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    ref = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    ref.load_state_dict(m.state_dict())
+    x = torch.randn(6, 4)
+    out = torch.compile(m, backend="neuron", options=GRAPH)(x)
+    assert out.device.type == "neuron"
+    out.sum().backward()
+    ref(x).sum().backward()
+    for p, q in zip(m.parameters(), ref.parameters()):
+        assert p.grad.device.type == "cpu"
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-5)

@@ -40,6 +40,12 @@ def graph_name(model_name: str) -> str:
     return f"{model_name}_{'_'.join(being) or 'graph'}_{nth}"
 
 
+def _aot_id() -> str:
+    from torch._functorch._aot_autograd import logging_utils
+    being, _, _ = logging_utils.get_aot_compilation_context()
+    return "_".join(being).split("_")[0] if being else ""  # "0_forward", "0_backward": "0"
+
+
 def graph_device(example_inputs: list[Any]) -> torch.device:
     for x in example_inputs:
         if isinstance(x, torch.Tensor) and x.device.type == "neuron":
@@ -131,7 +137,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str
     # graph that failed to compile runs op by op (each op its own event).
     work = None if bad else profiler.register_graph(name, gm)
     return executors.Launch(fn, device, executors.mutated_inputs(gm), record.note_launch, narrow, unit=not bad,
-                            work=work)
+                            work=work, kind=kind, aot_id=_aot_id())
 
 
 def _lookup_or_compile(key: str, payload: bytes) -> str:
