@@ -139,3 +139,20 @@ def test_a_cpu_model_trains_through_the_neuron_backend_with_gradients_on_the_cpu
     for p, q in zip(m.parameters(), ref.parameters()):
         assert p.grad.device.type == "cpu"
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-5)
+
+
+# ---- artifacts -----------------------------------------------------------------------
+
+def test_artifacts_are_kept_only_on_request(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_NEURONX_DEBUG_DIR", str(tmp_path / "dbg"))
+    f = torch.compile(lambda x: torch.relu(x) + 1, backend="neuron", options={**GRAPH, "model_name": "M"})
+    f(torch.randn(4, device="neuron"))
+    assert not (tmp_path / "dbg").exists()  # nothing by default
+    monkeypatch.setenv("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "1")
+    torch._dynamo.reset()
+    f(torch.randn(4, device="neuron"))
+    fx = list((tmp_path / "dbg" / "fx_graphs" / "proc_0").iterdir())
+    neff = list((tmp_path / "dbg" / "neff" / "proc_0").iterdir())
+    assert len(fx) == 1 and len(neff) == 1
+    assert fx[0].name.startswith("M_") and fx[0].suffix == ".txt" and neff[0].suffix == ".py"
+    assert "torch.ops.aten.relu" in fx[0].read_text() and "def forward" in neff[0].read_text()

@@ -26,7 +26,7 @@ import torch
 from ..execution import compile_cache, native_ops
 from ..torch_neuronx import metrics
 from .. import profiler
-from . import dynamo_metrics, executors, flex_attention, graph_check, graphs, neff_cache, random_ops, retarget
+from . import artifacts, dynamo_metrics, executors, flex_attention, graph_check, graphs, neff_cache, random_ops, retarget
 from .options import Options
 
 log = logging.getLogger("torch_neuron_sim")
@@ -130,6 +130,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str
                 fn = executors.graph(gm, example_inputs, kind)
         else:
             fn = executors.graph(gm, example_inputs, kind)
+    if not bad and artifacts.preserve():
+        artifacts.write(name, gm, fn)
     record.compile_seconds = time.perf_counter() - t2
     dynamo_metrics.record_phase(record, "torch_neuronx_compile", record.compile_seconds)
     graphs.add(record)
