@@ -107,7 +107,7 @@ def _train(model, batches, device, steps_fallbacks):
     return losses
 
 
-@pytest.mark.parametrize("build", [gpt2, vit], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("build", [gpt2, llama, vit], ids=lambda f: f.__name__)
 def test_compiled_training_on_neuron_equals_inductor_on_the_cpu(build, tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "neff"))
     torch._dynamo.reset()
