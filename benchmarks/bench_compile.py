@@ -85,6 +85,23 @@ class Block(torch.nn.Module):
         return x + self.mlp(self.ln2(x))
 
 
+class DropoutBlock(Block):
+    """The transformer block in train mode with dropout after attention and
+    the MLP: the compiled graphs hold random ops (docs/compile.md, Random ops)."""
+
+    def __init__(self, d=128, heads=4, p=0.1):
+        super().__init__(d, heads)
+        self.drop = torch.nn.Dropout(p)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.drop(self.proj(a.transpose(1, 2).reshape(b, t, d)))
+        return x + self.drop(self.mlp(self.ln2(x)))
+
+
 def make_step(model, run, x, y):
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
 
@@ -148,6 +165,7 @@ def bench(name, make_model, shape, repeats, inner, aim):
 # (name, model, input shape, steps per timed batch, aim of compiled neuron / compiled CPU)
 MODELS = (("MLP 256-1024-1024-256, batch 64", MLP, (64, 256), 10, 1.1),
           ("transformer block d=128 h=4, batch 8x64", Block, (8, 64, 128), 5, 1.1),
+          ("transformer block with dropout 0.1 (train), batch 8x64", DropoutBlock, (8, 64, 128), 5, 1.15),
           ("small MLP 64-64-64-64, batch 16 (overhead-bound)", SmallMLP, (16, 64), 100, 1.2))
 
 

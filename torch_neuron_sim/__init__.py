@@ -96,6 +96,10 @@ from . import flex_attention  # noqa: E402
 
 flex_attention.install()
 
+# torch.compile on neuron tensors selects the neuron backend; a new shape is a
+# new static graph (torch_neuron_sim/compile/selection.py). Imports no Dynamo.
+from .compile import selection as _compile_selection  # noqa: E402
+
 # Module paths from before the package was laid out by concept still import
 # (`import torch_neuron_sim.metrics`, `from torch_neuron_sim.stream_check import ...`).
 _MOVED_MODULES = {

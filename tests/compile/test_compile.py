@@ -186,38 +186,42 @@ def test_mark_dynamic_raises():
         f(x)
 
 
-def test_automatic_dynamic_raises_and_the_process_stays_usable():
+def test_a_second_shape_with_dynamic_unset_is_a_new_static_graph():
     f = torch.compile(lambda x: x + 1, backend="neuron", options=GRAPH)
     f(torch.randn(3, device="neuron"))
-    with _dynamic_error():
-        f(torch.randn(5, device="neuron"))  # Dynamo makes the size symbolic on the second shape
-    g = torch.compile(lambda x: x + 1, backend="neuron", dynamic=False, options=GRAPH)
-    assert g(torch.randn(5, device="neuron")).shape == (5,)
+    assert f(torch.randn(5, device="neuron")).shape == (5,)  # no automatic dynamic for the neuron backend
+    assert compiled_graphs() == 2
 
 
 # ---- graph-level fallback ------------------------------------------------------
 
-def _with_cumprod(x):
-    return torch.cumprod(x, 0) + 1  # aten::cumprod has no Neuron lowering
+def _with_median(x):
+    return x - torch.median(x)  # aten::median: outside core ATen, no decomposition, no Neuron lowering
 
 
-def test_graph_with_non_native_op_runs_eagerly_with_a_warning(caplog):
+def test_graph_with_non_native_op_runs_eagerly_with_a_warning(caplog, monkeypatch):
+    monkeypatch.setenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "0")  # the opt-out of the default error
     torch_neuron_sim.clear_op_tracking()
-    f = torch.compile(_with_cumprod, backend="neuron")
+    f = torch.compile(_with_median, backend="neuron")
     x = torch.rand(6, device="neuron") + 0.5
     with caplog.at_level("WARNING", logger="torch_neuron_sim"):
         y = f(x)
-    torch.testing.assert_close(y.cpu(), _with_cumprod(x.cpu()))
-    assert any("failed to compile" in r.message and "aten::cumprod" in r.message for r in caplog.records)
-    assert any(op.startswith("aten::cumprod") for op in torch_neuron_sim.get_fallback_ops())
+    torch.testing.assert_close(y.cpu(), _with_median(x.cpu()))
+    assert any("failed to compile" in r.message and "aten::median" in r.message for r in caplog.records)
+    assert any(op.startswith("aten::median") for op in torch_neuron_sim.get_fallback_ops())
     assert compiled_graphs() == 0
-    assert [(r.executor, r.fallback_ops) for r in graphs.records()] == [("eager-fallback", ["aten::cumprod"])]
+    assert [(r.executor, r.fallback_ops) for r in graphs.records()] == [("eager-fallback", ["aten::median"])]
 
 
 def test_disable_fallback_execution_makes_it_an_error(monkeypatch):
     monkeypatch.setenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "1")
-    f = torch.compile(_with_cumprod, backend="neuron")
-    with pytest.raises(RuntimeError, match="ops without a Neuron lowering: aten::cumprod"):
+    f = torch.compile(_with_median, backend="neuron")
+    with pytest.raises(RuntimeError, match="ops without a Neuron lowering: aten::median"):
+        f(torch.rand(6, device="neuron"))
+    monkeypatch.delenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION")  # the default is the same error
+    torch._dynamo.reset()
+    with pytest.raises(RuntimeError, match=r"(?s)graph model_default_\d+_inference_\d+ failed.*aten::median.*"
+                                           r"TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0.*fallback_execution"):
         f(torch.rand(6, device="neuron"))
 
 
@@ -341,16 +345,18 @@ def test_float64_graph_computes_in_float32():
     assert not torch.equal(out.cpu(), x @ y + 1e-9)  # not float64 precision
 
 
-def test_cpu_inputs_are_copied_in_and_results_come_back(monkeypatch):
+def test_cpu_inputs_are_copied_in(monkeypatch):
     torch_neuron_sim.clear_op_tracking()
     f = torch.compile(lambda x: torch.tanh(x) * 2, backend="neuron", options=GRAPH)
     x = torch.randn(5)
     y = f(x)
-    assert y.device.type == "cpu"
-    torch.testing.assert_close(y, torch.tanh(x) * 2)
+    assert y.device.type == "neuron"  # autocopy: the outputs are device tensors
+    torch.testing.assert_close(y.cpu(), torch.tanh(x) * 2)
     assert "aten::tanh" in torch_neuron_sim.get_executed_ops()  # it ran on the device
+    monkeypatch.setenv("TORCH_NEURONX_RETAIN_DEVICE_MODE", "1")  # outputs take the inputs' placement
+    assert f(x).device.type == "cpu"
     monkeypatch.setenv("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", "1")
-    with pytest.raises(RuntimeError, match="TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY"):
+    with pytest.raises(RuntimeError, match="Input tensor at index 0 is on cpu device"):
         f(x)
 
 

@@ -12,8 +12,13 @@ semantics on the emulator — docs/compile.md.
   inductor_device.py  Inductor's CPU code generation for the neuron device
   dynamo_metrics.py   torch.neuron.get_dynamo_metrics(): the records under torch_neuronx's names, phases
   graphs.py           the one record of each compiled graph (report, metrics, counters)
+  selection.py        backend auto-selection on neuron tensors; per-shape recompiles
+  random_ops.py       FX pass: a graph's random ops draw from the device generator
 
 Importing this package does not import Dynamo; torch.compile loads the
 backend on first use."""
 from .dynamo_metrics import NeuronCompilationMetrics, add_listener, get_dynamo_metrics, reset_dynamo_metrics  # noqa: F401
 from .graphs import GraphRecord, graph_breaks, records  # noqa: F401
+from . import selection as _selection
+
+_selection.install()

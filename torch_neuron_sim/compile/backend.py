@@ -23,8 +23,9 @@ from .options import resolve
 
 
 def decompositions() -> dict:
-    """Inductor's decomposition table minus the ops the device runs natively:
-    composite ops the device lacks decompose into ops it may have."""
+    """For the op-by-op executor: Inductor's decomposition table minus the ops
+    the device runs natively, so composite ops the device lacks decompose into
+    ops it may have and native ops run whole."""
     from torch._inductor.decomposition import select_decomp_table
 
     from .graph_check import op_name
@@ -77,16 +78,23 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], mode: Op
         return _aot(gm, example_inputs, opts)
 
 
+# Each call of a function compiled with backend="neuron" runs Dynamo without
+# automatic dynamic: a new shape is a new static graph (selection.py).
+neuron_backend.backend_ctx_ctor = static_shapes.no_automatic_dynamic
+
+
 def _aot(gm: torch.fx.GraphModule, example_inputs: list[Any], opts: Any) -> Callable:
     from torch._dynamo.backends.common import aot_autograd
 
+    from . import inductor_device
     from .compiler import compile_graph
 
     return aot_autograd(
         fw_compiler=functools.partial(compile_graph, kind="forward", opts=opts),
         bw_compiler=functools.partial(compile_graph, kind="backward", opts=opts),
         inference_compiler=functools.partial(compile_graph, kind="inference", opts=opts),
-        decompositions=_decompositions_now(),
+        decompositions=(_decompositions_now() if opts.executor == "graph"
+                        else inductor_device.inductor_decompositions()),
         keep_inference_input_mutations=True,
     )(gm, example_inputs)
 

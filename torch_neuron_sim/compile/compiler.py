@@ -9,13 +9,14 @@ torch._dynamo.utils.compilation_time_metrics:
              compilation (NEURON_SIM_COMPILE_MS of simulated neuronx-cc time,
              stored to the cache); then the executor builds the callable
 
-A graph with an op the device cannot compile "fails to compile", as on the
-device: it runs as the eager graph (executors.graph) with a warning naming
-the ops, or raises under TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1."""
+A graph with an op the device compiler cannot lower (graph_check.py) "fails
+to compile", as on the device: by default (TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION
+unset or 1) that raises, naming the graph, the ops and the opt-out; with the
+variable 0, or options={"fallback_execution": True}, which overrides it, the
+graph runs as the eager graph (executors.graph) with a warning naming the ops."""
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from typing import Any, Callable
@@ -25,23 +26,24 @@ import torch
 from ..execution import compile_cache, native_ops
 from ..torch_neuronx import metrics
 from .. import profiler
-from . import dynamo_metrics, executors, flex_attention, graph_check, graphs, neff_cache, retarget
+from . import artifacts, dynamo_metrics, executors, flex_attention, graph_check, graphs, neff_cache, random_ops, retarget
 from .options import Options
 
 log = logging.getLogger("torch_neuron_sim")
-_TRUE = ("1", "true", "yes", "on")
 _memory_cache: set[str] = set()  # keys compiled (or loaded) in this process
 _lock = threading.Lock()
-
-
-def fallback_execution_disabled() -> bool:
-    return os.environ.get("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "").strip().lower() in _TRUE
 
 
 def graph_name(model_name: str) -> str:
     from torch._functorch._aot_autograd import logging_utils
     being, _, nth = logging_utils.get_aot_compilation_context()
     return f"{model_name}_{'_'.join(being) or 'graph'}_{nth}"
+
+
+def _aot_id() -> str:
+    from torch._functorch._aot_autograd import logging_utils
+    being, _, _ = logging_utils.get_aot_compilation_context()
+    return "_".join(being).split("_")[0] if being else ""  # "0_forward", "0_backward": "0"
 
 
 def graph_device(example_inputs: list[Any]) -> torch.device:
@@ -77,16 +79,19 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str
                                 recompile_reason=_recompile_reason())
 
     t0 = time.perf_counter()
-    if flex_attention.needed(gm):  # FlexAttention's higher-order ops as ATen ops
+    legalized = flex_attention.needed(gm)
+    if legalized:  # FlexAttention's higher-order ops as ATen ops
         gm = flex_attention.legalize(gm)
     narrow = retarget.narrowing()  # the 64-bit rule as it stands now: the graph keeps it
     if retarget.needed(gm, example_inputs, device, narrow):
         gm = retarget.rewrite(gm, example_inputs, device, narrow)
         example_inputs = [retarget.input_on_device(x, device, narrow) for x in example_inputs]
+    if random_ops.needed(gm):  # random ops draw from the device generator
+        gm = random_ops.draw_from_device(gm)
     t1 = time.perf_counter()
     dynamo_metrics.record_phase(record, "torch_neuronx_fx_passes", t1 - t0)
 
-    bad = graph_check.non_native_ops(gm)
+    bad = graph_check.ops_without_lowering(gm)
     code, inputs = gm.code, signature(example_inputs)
     record.graph_id = neff_cache.key_of(code, inputs, kind, str(device), opts.executor, native_ops.version(),
                                         torch.__version__)
@@ -97,11 +102,12 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str
     dynamo_metrics.record_phase(record, "torch_neuronx_lower", t2 - t1)
 
     if bad:
-        if fallback_execution_disabled():
+        if not opts.fallback_allowed():
             raise RuntimeError(
                 f"Neuron compilation of graph {name} failed: ops without a Neuron lowering: {', '.join(bad)}. "
-                "Fallback execution is disabled (TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1); unset it to run "
-                "the graph eagerly, op by op")
+                "Fallback execution is disabled (TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1, the default); to run "
+                "the graph eagerly, op by op, set TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=0 or pass "
+                "torch.compile(..., options={'fallback_execution': True})")
         log.warning("torch.compile(backend='neuron'): graph %s failed to compile: ops without a Neuron lowering: "
                     "%s. It runs as the eager graph (op by op, CPU fallbacks tracked)", name, ", ".join(bad))
         record.executor = "eager-fallback"
@@ -116,7 +122,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str
             profiler.record_compilation(f"compile {name}", device=device)
         if opts.executor == "inductor":
             try:
-                fn = executors.inductor(gm, example_inputs, kind)
+                fn = executors.inductor(gm, example_inputs, kind, decompose=legalized)
             except Exception as e:  # Inductor's CPU codegen on our device: not a device failure
                 log.warning("torch.compile(backend='neuron'): Inductor could not generate code for graph %s "
                             "(%s: %s); it runs op by op instead", name, type(e).__name__, str(e).strip()[:200])
@@ -124,6 +130,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str
                 fn = executors.graph(gm, example_inputs, kind)
         else:
             fn = executors.graph(gm, example_inputs, kind)
+    if not bad and artifacts.preserve():
+        artifacts.write(name, gm, fn)
     record.compile_seconds = time.perf_counter() - t2
     dynamo_metrics.record_phase(record, "torch_neuronx_compile", record.compile_seconds)
     graphs.add(record)
@@ -131,7 +139,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str
     # graph that failed to compile runs op by op (each op its own event).
     work = None if bad else profiler.register_graph(name, gm)
     return executors.Launch(fn, device, executors.mutated_inputs(gm), record.note_launch, narrow, unit=not bad,
-                            work=work)
+                            work=work, kind=kind, aot_id=_aot_id())
 
 
 def _lookup_or_compile(key: str, payload: bytes) -> str:

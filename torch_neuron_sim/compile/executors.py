@@ -32,22 +32,34 @@ def autocopy_disabled() -> bool:
     return os.environ.get("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", "").strip().lower() in _TRUE
 
 
-def inductor(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str) -> Callable:
-    """Inductor's CPU code generation for the neuron device (boxed callable)."""
-    from torch._guards import detect_fake_mode
+def retain_device_mode() -> bool:
+    """TORCH_NEURONX_RETAIN_DEVICE_MODE=1: a graph's outputs take its inputs'
+    placement (a graph of host tensors returns host tensors); otherwise
+    they are neuron tensors."""
+    return os.environ.get("TORCH_NEURONX_RETAIN_DEVICE_MODE", "").strip().lower() in _TRUE
+
+
+# Which inputs of a forward graph were host tensors, by AOTAutograd graph id:
+# its backward returns those inputs' gradients on the host, where autograd
+# expects them (a gradient must be on its tensor's device).
+_host_inputs: dict[str, list[bool]] = {}
+
+
+def inductor(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str, decompose: bool = False) -> Callable:
+    """Inductor's CPU code generation for the neuron device (boxed callable).
+    AOTAutograd traced the graph with Inductor's decompositions
+    (backend.py), as it does for a CPU graph; a graph an FX pass added ATen
+    ops to (FlexAttention's) is decomposed again (`decompose`)."""
     from torch._inductor.compile_fx import compile_fx_inner
-    from torch._inductor.decomposition import select_decomp_table
-    from torch.fx.experimental.proxy_tensor import make_fx
 
     from . import inductor_device
     inductor_device.register()
-    # The graph was decomposed only as far as the device needs (native ops
-    # kept whole); Inductor lowers its own, finer decomposition, and the
-    # device's ops it has no lowering for as their definition.
-    fake_mode = detect_fake_mode(example_inputs)
-    with fake_mode:
-        gm = make_fx(gm, decomposition_table={**select_decomp_table(), **inductor_device.decompositions()})(
-            *example_inputs)
+    if decompose:
+        from torch._guards import detect_fake_mode
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        with detect_fake_mode(example_inputs):
+            gm = make_fx(gm, decomposition_table=inductor_device.inductor_decompositions())(*example_inputs)
     return compile_fx_inner(gm, example_inputs, is_backward=kind == "backward", is_inference=kind == "inference")
 
 
@@ -71,6 +83,17 @@ def graph(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str) -> Cal
     return run
 
 
+def _keeping_layout(x: torch.Tensor, convert: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """convert(x) elementwise, with x's sizes and strides: the compiled code
+    asserts the layout it was compiled for, an expanded (stride-0) input's
+    included, which a plain copy would make contiguous."""
+    y = convert(x)
+    if y is x or y.stride() == x.stride():
+        return y
+    flat = torch.empty(0, dtype=x.dtype, device=x.device).set_(x.untyped_storage())
+    return convert(flat).as_strided(x.size(), x.stride(), x.storage_offset())
+
+
 def mutated_inputs(gm: torch.fx.GraphModule) -> list[int]:
     """Positions of the inputs the graph writes (copy_ into a placeholder)."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -90,9 +113,12 @@ class Launch:
     _boxed_call = True
 
     def __init__(self, fn: Callable, device: torch.device, mutated: list[int], on_launch: Callable[[], None],
-                 narrow: dict, unit: bool = True, work: Optional[int] = None):
+                 narrow: dict, unit: bool = True, work: Optional[int] = None, kind: str = "inference",
+                 aot_id: str = ""):
         self._boxed_call = True  # an instance attribute: Dynamo's disable() wrapper copies __dict__
         self.fn = fn
+        self.kind = kind
+        self.aot_id = aot_id  # forward and backward of one AOTAutograd graph share it
         self.unit = unit  # a compiled unit: its ops note no eager compilations (not so a fallback graph)
         self.device = device
         self.mutated = mutated
@@ -117,7 +143,16 @@ class Launch:
         args.clear()  # as Inductor does: the graph owns its inputs (frees activations early)
         outs = self._run(call_args)
         self.on_launch()
+        if self.kind == "backward" and _host_inputs and self.aot_id in _host_inputs:
+            return self._gradients_to_host(outs)
         return outs
+
+    def _gradients_to_host(self, outs: list) -> list:
+        on_host = _host_inputs[self.aot_id]
+        if len(on_host) != len(outs):
+            return outs
+        cpu = torch.device("cpu")
+        return [o.to(cpu) if h and isinstance(o, torch.Tensor) else o for o, h in zip(outs, on_host)]
 
     def _run(self, call_args: list) -> Any:
         """One launch under a device guard for the graph's device (Inductor's
@@ -136,21 +171,22 @@ class Launch:
             if x.device.type != device.type:
                 if autocopy_disabled():
                     raise RuntimeError(
-                        f"Compiled graph input {i} is on {x.device}, but the graph runs on {device}: copy it to "
-                        f"the device first (CPU inputs are copied automatically unless "
-                        f"TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY is set)")
+                        f"Input tensor at index {i} is on {x.device.type} device, but the compiled graph runs on "
+                        f"{device}: copy it to the device first (CPU inputs are copied automatically unless "
+                        f"TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY=1)")
                 host = True
             elif x.device != device:
                 raise RuntimeError(f"Compiled graph input {i} is on {x.device}, but the graph was compiled for "
                                    f"{device}")
             else:
                 on_device = True
-            y = retarget.input_on_device(x, device, self.narrow)
+            y = _keeping_layout(x, lambda t: retarget.input_on_device(t, device, self.narrow))
             if y.dtype in self.wide_int:  # int64 holds int32 values on the device
-                y = y.to(torch.int32).to(y.dtype)
+                y = _keeping_layout(y, lambda t: t.to(torch.int32).to(t.dtype))
             if y is not x:
                 subst[i] = (x, y)
         call_args = list(args)
+        args_in = list(args) if self.kind == "forward" and host else ()
         for i, (_, y) in subst.items():
             call_args[i] = y
         args.clear()
@@ -160,7 +196,11 @@ class Launch:
                 x, y = subst[i]
                 x.copy_(y)
         self.on_launch()
-        if host and not on_device:  # a graph of host tensors: results go back to the host
-            cpu = torch.device("cpu")
+        cpu = torch.device("cpu")
+        if self.kind == "forward" and host:
+            _host_inputs[self.aot_id] = [isinstance(x, torch.Tensor) and x.device.type == "cpu" for x in args_in]
+        if self.kind == "backward" and self.aot_id in _host_inputs:
+            outs = self._gradients_to_host(outs)
+        elif host and not on_device and retain_device_mode():  # a graph of host tensors: results to the host
             outs = [o.to(cpu) if isinstance(o, torch.Tensor) and o.device == device else o for o in outs]
         return outs

@@ -1,9 +1,20 @@
-"""What the device compiler accepts. A graph compiles to one NEFF only if
-every op in it has a device lowering: the real backend's native-op table
-(torch_neuron_sim.native_ops), view/metadata ops, and custom ops with a
-kernel for the neuron device. Any other op makes the compilation fail, and
-the real backend then runs the graph eagerly (graph-level fallback)."""
+"""What the device compiler lowers. The release lowers each graph through
+torch's decompositions to core ATen and on to StableHLO, so an op has a
+lowering when it is
+  * a native op of the device (any overload of it: .Scalar, .Tensor, the
+    in-place op_, out=), or in core ATen (the op set the StableHLO lowering
+    covers), or graph plumbing, a view or metadata op, a prims op;
+  * a collective, or a custom op with a kernel for the neuron device;
+  * or an op whose decomposition (core ATen's table, else torch's registered
+    decompositions, else its composite definition) consists of ops with a lowering, checked on the node's
+    example values.
+Sparse, quantized and oneDNN (mkldnn) ops have none: the release lists them
+as not supported. Anything else left without a lowering makes the graph fail
+to compile (compiler.py)."""
 from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -15,6 +26,8 @@ _PLUMBING = {"aten::_to_copy", "aten::copy_", "aten::copy", "aten::clone", "aten
              "aten::empty_like", "aten::zeros", "aten::zeros_like", "aten::ones", "aten::ones_like",
              "aten::full", "aten::full_like", "aten::scalar_tensor", "aten::lift_fresh_copy", "aten::_unsafe_view",
              "aten::detach", "aten::alias", "aten::as_strided", "aten::view", "aten::_local_scalar_dense"}
+# Op families the release marks not supported on Neuron (no lowering, whatever their tags say).
+_UNSUPPORTED = ("sparse", "quantize", "aten::q_", "aten::int_repr", "mkldnn")
 
 
 def op_name(op: torch._ops.OpOverload) -> tuple[str, str]:
@@ -22,24 +35,107 @@ def op_name(op: torch._ops.OpOverload) -> tuple[str, str]:
     return (f"{s.name}.{s.overload_name}" if s.overload_name else s.name), s.name
 
 
-def non_native_ops(gm: torch.fx.GraphModule) -> list[str]:
-    """Operator names in the graph the device cannot compile, sorted."""
-    native = set(native_ops.current())
-    untracked = set(tracking.untracked_op_names())  # view/metadata ops, "aten::view"
-    bad = set()
+def _directly_lowered(op: torch._ops.OpOverload, native: set[str], untracked: set[str]) -> bool:
+    name, base = op_name(op)
+    if any(u in name for u in _UNSUPPORTED):
+        return False
+    ns = base.partition("::")[0]
+    functional = base[:-1] if base.endswith("_") and not base.endswith("__") else base  # add_ -> add
+    if name in native or base in native or functional in native:
+        return True
+    if torch.Tag.core in op.tags or ns == "prims" or base in _PLUMBING or base in untracked:
+        return True
+    if is_collective(op) or ns == "neuron_sim":  # neuron_sim::random (random_ops.py)
+        return True
+    # a custom op with a device kernel (torch.library.custom_op(device_types="neuron")) or one for every device
+    return ns != "aten" and any(torch._C._dispatch_has_kernel_for_dispatch_key(name, k)
+                                for k in ("PrivateUse1", "CompositeExplicitAutograd"))
+
+
+@functools.cache
+def _core_table() -> dict:
+    from torch._decomp import core_aten_decompositions
+    return dict(core_aten_decompositions())
+
+
+def _decomposition(op: torch._ops.OpOverload) -> Optional[Callable]:
+    from torch._decomp import decomposition_table  # every registered decomposition and reference
+    fn = _core_table().get(op) or decomposition_table.get(op)
+    if fn is not None:
+        return fn
+    name, _ = op_name(op)
+    if torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd"):
+        return op.decompose
+    return None
+
+
+def _plain(a: Any) -> Any:
+    """A node's (immutable) argument lists as lists a decomposition may edit."""
+    if isinstance(a, dict):
+        return {k: _plain(v) for k, v in a.items()}
+    if isinstance(a, list):
+        return [_plain(x) for x in a]
+    if isinstance(a, tuple):
+        return tuple(_plain(x) for x in a)
+    return a
+
+
+def _decomposed_ops(op: torch._ops.OpOverload, node: torch.fx.Node) -> Optional[torch.fx.GraphModule]:
+    """The op's decomposition traced on the node's example values, or None."""
+    from torch._guards import detect_fake_mode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    fn = _decomposition(op)
+    if fn is None:
+        return None
+    missing = []
+    args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs),
+                                         lambda n: n.meta["val"] if "val" in n.meta else missing.append(n))
+    if missing:
+        return None
+    flat, spec = torch.utils._pytree.tree_flatten((_plain(args), _plain(kwargs)))
+    where = [i for i, a in enumerate(flat) if isinstance(a, torch.Tensor)]
+    fake_mode = detect_fake_mode([flat[i] for i in where])
+
+    def run(*ts: Any) -> Any:  # the op's tensors (in lists too) become the traced inputs
+        full = list(flat)
+        for i, t in zip(where, ts):
+            full[i] = t
+        a, k = torch.utils._pytree.tree_unflatten(full, spec)
+        return fn(*a, **k)
+    try:
+        if fake_mode is None:
+            return make_fx(run, decomposition_table=_core_table(), tracing_mode="fake")(*[flat[i] for i in where])
+        with fake_mode:
+            return make_fx(run, decomposition_table=_core_table())(*[flat[i] for i in where])
+    except Exception:  # the decomposition does not apply to these arguments: no lowering through it
+        return None
+
+
+def _without_lowering(gm: torch.fx.GraphModule, native: set[str], untracked: set[str], depth: int) -> set[str]:
+    bad: set[str] = set()
     for node in gm.graph.nodes:
         if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
             continue
-        name, base = op_name(node.target)
-        ns = base.partition("::")[0]
-        if name in native or base in native or base in _PLUMBING or base in untracked or ns == "prims":
+        op = node.target
+        if _directly_lowered(op, native, untracked):
             continue
-        if is_collective(node.target):
-            continue
-        if ns != "aten" and torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1"):
-            continue  # a custom op with a device kernel (torch.library.custom_op(device_types="neuron"))
-        bad.add(name)
-    return sorted(bad)
+        name, _ = op_name(op)
+        sub = _decomposed_ops(op, node) if depth < 4 and not any(u in name for u in _UNSUPPORTED) else None
+        if sub is None:
+            bad.add(name)
+        else:
+            bad |= _without_lowering(sub, native, untracked, depth + 1)
+    return bad
+
+
+def ops_without_lowering(gm: torch.fx.GraphModule) -> list[str]:
+    """Operator names in the graph the device compiler cannot lower, sorted
+    (an op that decomposes is named by the ops of its decomposition that
+    have no lowering)."""
+    native = set(native_ops.current())
+    untracked = set(tracking.untracked_op_names())  # view/metadata ops, "aten::view"
+    return sorted(_without_lowering(gm, native, untracked, 0))
 
 
 def has_collectives(gm: torch.fx.GraphModule) -> bool:

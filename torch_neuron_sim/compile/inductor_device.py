@@ -158,3 +158,14 @@ def _linear_backward(input, grad_output, weight, output_mask):
         grad_weight = g2.t().mm(input.reshape(-1, input.shape[-1]))
         grad_bias = g2.sum(0)
     return grad_input, grad_weight, grad_bias
+
+
+def inductor_decompositions() -> dict:
+    """For the Inductor executor: the table Inductor decomposes a CPU graph
+    with, plus definitions of the device's native ops it has no lowering for
+    (inductor_device.py). The graph is traced once, with this table: a graph
+    decomposed by one table and then retraced by another could reach a view
+    whose input the second table laid out differently (a permuted attention
+    output reshaped to 3 dimensions), which no CPU graph does."""
+    from torch._inductor.decomposition import select_decomp_table
+    return {**select_decomp_table(), **decompositions()}

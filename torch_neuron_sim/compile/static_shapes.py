@@ -36,6 +36,14 @@ def symbols(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> list[str]:
     return sorted(found, key=lambda s: (len(s), s))
 
 
+def no_automatic_dynamic() -> Any:
+    """The context each call of a backend="neuron" function runs Dynamo in:
+    no automatic dynamic, so a new shape is a new static graph
+    (selection.py)."""
+    import torch._dynamo
+    return torch._dynamo.config.patch(automatic_dynamic_shapes=False)
+
+
 def check(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> None:
     syms = symbols(gm, example_inputs)
     if not syms:

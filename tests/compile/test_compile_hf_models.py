@@ -1,0 +1,127 @@
+"""Tiny Hugging Face models (built from configs: no download) trained through
+torch.compile on neuron against Inductor on the CPU: compiled forward,
+backward and AdamW steps give the CPU's losses, with no graph run op by op
+and no op falling back to the CPU inside a compiled graph. Dropout is 0 so
+the two devices' random streams do not enter the losses (random ops in
+compiled graphs: test_compile_random_and_shapes.py)."""
+import copy
+
+import pytest
+import torch
+import torch._dynamo
+
+import torch_neuron_sim
+from torch_neuron_sim.compile import compiler, graphs
+
+transformers = pytest.importorskip("transformers")  # a test extra: pip install -e '.[test]'
+
+V = 96  # vocabulary
+SMALL = dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_attention_heads=2, num_hidden_layers=2)
+
+
+def gpt2():
+    cfg = transformers.GPT2Config(vocab_size=V, n_embd=32, n_layer=2, n_head=2, n_positions=32, resid_pdrop=0.0,
+                                  embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
+    return transformers.GPT2LMHeadModel(cfg), _causal_batch
+
+
+def llama():
+    cfg = transformers.LlamaConfig(**SMALL, num_key_value_heads=1, max_position_embeddings=32)
+    return transformers.LlamaForCausalLM(cfg), _causal_batch
+
+
+def bert_mlm():
+    cfg = transformers.BertConfig(**SMALL, max_position_embeddings=32, hidden_dropout_prob=0.0,
+                                  attention_probs_dropout_prob=0.0, attn_implementation="eager")
+    return transformers.BertForMaskedLM(cfg), _mlm_batch
+
+
+def t5():
+    cfg = transformers.T5Config(vocab_size=V, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2,
+                                dropout_rate=0.0, decoder_start_token_id=0)
+    return transformers.T5ForConditionalGeneration(cfg), _seq2seq_batch
+
+
+def vit():
+    cfg = transformers.ViTConfig(hidden_size=32, intermediate_size=64, num_attention_heads=2, num_hidden_layers=2,
+                                 image_size=16, patch_size=8, num_labels=3, hidden_dropout_prob=0.0,
+                                 attention_probs_dropout_prob=0.0)
+    return transformers.ViTForImageClassification(cfg), _image_batch
+
+
+def mixtral():
+    cfg = transformers.MixtralConfig(**SMALL, num_key_value_heads=1, num_local_experts=4, num_experts_per_tok=2,
+                                     max_position_embeddings=32)
+    return transformers.MixtralForCausalLM(cfg), _causal_batch
+
+
+def _causal_batch(g):
+    ids = torch.randint(0, V, (2, 12), generator=g)
+    return {"input_ids": ids, "labels": ids}
+
+
+def _mlm_batch(g):
+    from transformers import DataCollatorForLanguageModeling
+
+    class Tok:  # what the collator reads of a tokenizer
+        mask_token = "[MASK]"
+        mask_token_id = 3
+        pad_token_id = 0
+        padding_side = "right"
+
+        def __len__(self):
+            return V
+
+        def pad(self, examples, return_tensors="pt", **kwargs):
+            return {"input_ids": torch.stack([torch.as_tensor(e["input_ids"]) for e in examples])}
+
+        def get_special_tokens_mask(self, ids, already_has_special_tokens=True):
+            return [0] * len(ids)
+
+    collator = DataCollatorForLanguageModeling(Tok(), mlm_probability=0.3, seed=int(torch.randint(0, 99, (1,), generator=g)))
+    return dict(collator([{"input_ids": torch.randint(4, V, (12,), generator=g)} for _ in range(2)]))
+
+
+def _seq2seq_batch(g):
+    return {"input_ids": torch.randint(0, V, (2, 10), generator=g), "labels": torch.randint(0, V, (2, 6), generator=g)}
+
+
+def _image_batch(g):
+    return {"pixel_values": torch.randn(2, 3, 16, 16, generator=g), "labels": torch.randint(0, 3, (2,), generator=g)}
+
+
+def _train(model, batches, device, steps_fallbacks):
+    model = model.to(device).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    step = torch.compile(model, backend="neuron" if device == "neuron" else "inductor")
+    losses = []
+    for batch in batches:
+        batch = {k: v.to(device) for k, v in batch.items()}
+        torch_neuron_sim.clear_op_tracking()
+        loss = step(**batch).loss
+        loss.backward()
+        steps_fallbacks.append(torch_neuron_sim.get_fallback_ops())  # forward and backward graphs only
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.mark.parametrize("build", [gpt2, llama, vit], ids=lambda f: f.__name__)
+def test_compiled_training_on_neuron_equals_inductor_on_the_cpu(build, tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "neff"))
+    torch._dynamo.reset()
+    compiler.clear_memory_cache()
+    graphs.clear()
+    torch.manual_seed(0)
+    model, make_batch = build()
+    g = torch.Generator().manual_seed(1)
+    batches = [make_batch(g) for _ in range(2)]
+    cpu_losses = _train(copy.deepcopy(model), batches, "cpu", [])
+    fallbacks = []
+    neuron_losses = _train(model, batches, "neuron", fallbacks)
+    torch.testing.assert_close(neuron_losses, cpu_losses, rtol=1e-4, atol=1e-4)
+    records = graphs.records()
+    assert {r.kind for r in records} >= {"forward", "backward"}
+    assert [(r.name, r.executor) for r in records if r.executor != "inductor"] == []  # no graph run op by op
+    assert fallbacks == [[]] * len(batches)
