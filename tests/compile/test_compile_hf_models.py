@@ -13,7 +13,7 @@ import torch._dynamo
 import torch_neuron_sim
 from torch_neuron_sim.compile import compiler, graphs
 
-transformers = pytest.importorskip("transformers")  # a test extra: pip install -e '.[test]'
+import transformers  # noqa: E402  (a test extra, installed by make setup)
 
 V = 96  # vocabulary
 SMALL = dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_attention_heads=2, num_hidden_layers=2)
