@@ -133,7 +133,6 @@ void registerMemoryBindings(py::module_& m) {
   m.def("_arena_base", [](int i) { return runtime::arena(i).base(); });
   m.def("_reset_peak", [](int i) { runtime::arena(i).resetPeak(); });
   m.def("_reset_accumulated", [](int i) { runtime::arena(i).resetAccumulated(); });
-  m.def("_release_free_pages", [](int i) { runtime::arena(i).releaseFreePages(); });
 
   m.def("_record_memory_history", &history::recordHistory, py::arg("enabled"), py::arg("context"),
         py::arg("max_entries"), py::arg("clear_history"));
@@ -141,8 +140,6 @@ void registerMemoryBindings(py::module_& m) {
   // HBM over time for the migration report (report_window.cpp makes them at its stop): the
   // series stay in C++ until dicts(), which builds them when the report is read.
   py::class_<PendingUsage>(m, "_PendingUsage").def("dicts", [](PendingUsage& p) { return usageDicts(p.get()); });
-  m.def("_allocation_site",
-        [](uintptr_t data) { return history::allocationSite(reinterpret_cast<const void*>(data)); });
   m.def("_check_guards", [] {
     py::list out;
     for (int i = 0; i < runtime::deviceCount(); ++i) {

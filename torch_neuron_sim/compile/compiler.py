@@ -15,7 +15,6 @@ the ops, or raises under TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1."""
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from typing import Any, Callable
@@ -25,17 +24,17 @@ import torch
 from ..execution import compile_cache, native_ops
 from ..torch_neuronx import metrics
 from .. import profiler
+from .. import environment
 from . import dynamo_metrics, executors, flex_attention, graph_check, graphs, neff_cache, retarget
 from .options import Options
 
 log = logging.getLogger("torch_neuron_sim")
-_TRUE = ("1", "true", "yes", "on")
 _memory_cache: set[str] = set()  # keys compiled (or loaded) in this process
 _lock = threading.Lock()
 
 
 def fallback_execution_disabled() -> bool:
-    return os.environ.get("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "").strip().lower() in _TRUE
+    return environment.flag("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION")
 
 
 def graph_name(model_name: str) -> str:

@@ -16,20 +16,19 @@ device, and the launch is counted. While the profiler records, a launch of
 a compiled unit is one device event costed from the graph's kernels."""
 from __future__ import annotations
 
-import os
 from typing import Any, Callable, Optional
 
 import torch
 
 from .. import _C
+from .. import environment
 from ..execution.dtype_policy import WIDE_INT
 from . import retarget
 
-_TRUE = ("1", "true", "yes", "on")
 
 
 def autocopy_disabled() -> bool:
-    return os.environ.get("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", "").strip().lower() in _TRUE
+    return environment.flag("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY")
 
 
 def inductor(gm: torch.fx.GraphModule, example_inputs: list[Any], kind: str) -> Callable:

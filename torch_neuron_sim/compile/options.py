@@ -10,9 +10,9 @@ ignored. Unknown options warn and are ignored."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import warnings
 from typing import Any, Optional
+from .. import environment
 
 EXECUTORS = ("inductor", "graph")
 _KNOWN = {"model_name", "executor", "dynamic"}
@@ -33,7 +33,7 @@ def resolve(mode: Optional[str], options: Optional[dict[str, Any]]) -> Options:
     if unknown:
         warnings.warn(f"torch.compile(backend='neuron'): unknown option(s) {unknown} ignored", UserWarning,
                       stacklevel=3)
-    executor = str(options.get("executor") or os.environ.get("NEURON_SIM_COMPILE_EXECUTOR", "").strip()
+    executor = str(options.get("executor") or environment.setting("NEURON_SIM_COMPILE_EXECUTOR")
                    or "inductor")
     if executor not in EXECUTORS:
         raise ValueError(f"torch.compile(backend='neuron'): executor '{executor}' is not one of {EXECUTORS}")

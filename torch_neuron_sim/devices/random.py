@@ -11,12 +11,12 @@ with native random ops: each device then draws from its own generator, a
 stream independent of the CPU's."""
 from __future__ import annotations
 
-import os
 from typing import Iterable
 
 import torch
 
 from .. import _C
+from .. import environment
 from .device import _checked, _DeviceLike, device_count
 
 
@@ -92,7 +92,7 @@ def rng_source() -> str:
 
 
 def _install() -> None:
-    value = os.environ.get(RNG_ENV, "").strip().lower() or "cpu"
+    value = environment.setting(RNG_ENV, "cpu").lower()
     if value not in ("cpu", "device"):
         raise ValueError(f"{RNG_ENV}={value!r}: use 'cpu' (default, as TorchNeuron) or 'device'")
     set_rng_source(value)

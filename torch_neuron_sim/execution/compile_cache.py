@@ -7,9 +7,9 @@ is visible, and NEURON_SIM_COMPILE_MS adds a simulated latency to each
 compilation so the first-step cost shows up in wall time too."""
 from __future__ import annotations
 
-import os
 
 from .. import _C
+from .. import environment
 from . import tracking
 
 
@@ -44,7 +44,7 @@ def clear() -> None:
 
 
 def _install() -> None:
-    raw = os.environ.get("NEURON_SIM_COMPILE_MS", "0").strip() or "0"
+    raw = environment.setting("NEURON_SIM_COMPILE_MS", "0")
     try:
         ms = float(raw)
     except ValueError:

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from .. import _C
-from ..device.device import _checked, _DeviceLike, device_count
+from ..devices.device import _checked, _DeviceLike, device_count
 
 
 def memory_stats(device: _DeviceLike = None) -> dict[str, Any]:

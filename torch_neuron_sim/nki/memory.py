@@ -22,7 +22,7 @@ import torch
 
 from . import launch as _launch
 from .dtypes import torch_dtype
-from .errors import fail
+from .launch import fail
 from .index import AffineIndex, affine_to_slices
 from .on_chip import charge, footprint_of
 

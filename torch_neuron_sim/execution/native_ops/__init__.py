@@ -19,6 +19,7 @@ from typing import Iterable, Iterator
 import torch
 
 from ... import _C
+from ... import environment
 
 DEFAULT_TABLE = "torchneuron-2.14-beta"
 _HERE = Path(__file__).parent
@@ -249,4 +250,4 @@ def version() -> str:
 
 def _load_default() -> None:
     _apply_rules()
-    load(os.environ.get("NEURON_SIM_NATIVE_OPS") or DEFAULT_TABLE)
+    load(environment.setting("NEURON_SIM_NATIVE_OPS") or DEFAULT_TABLE)
