@@ -57,7 +57,7 @@ def churn(device, plan, touch):
 
 
 def dropout_on(source, x):
-    from torch_neuron_sim.device import random as rng
+    from torch_neuron_sim.devices import random as rng
 
     def step():
         rng.set_rng_source(source)

@@ -5,7 +5,7 @@ failed run is kept in --keep, named after the program and the run.
 
 A program whose last line ran a backward on `neuron` could abort after that
 line when autograd's device thread freed the finished backward while Python
-finalized; torch_neuron_sim's atexit drain (torch_neuron_sim/device/
+finalized; torch_neuron_sim's atexit drain (torch_neuron_sim/devices/
 autograd_exit.py) ends that. This target is its evidence at scale.
 
 Usage: python scripts/stress_exit.py [--runs N] [--jobs J] [--keep DIR]

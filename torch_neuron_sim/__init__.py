@@ -44,15 +44,18 @@ def _register() -> None:
 
 _register()
 
-# The package is laid out by concept, as csrc/ is (docs/architecture.md, "Layer 3"):
-# device/, memory/, execution/, profiler/, report/, compile/, distributed/, testing/,
-# and torch_neuronx/ (the torch_neuronx API and torch.neuron). These are the public names.
-from . import memory, profiler  # noqa: E402
-from .device import autograd_exit, random, stream_check, streams  # noqa: E402
-from .device.device import (  # noqa: E402
+# The package is laid out by concept, as csrc/ is (docs/architecture.md, "The package, by
+# concept"): devices/, memory/, execution/, profiler/, migration_report/, compile/,
+# distributed/, testing/, nki/ and torch_neuronx/ (the torch_neuronx API and torch.neuron).
+# Below are the public names, one table (docs/architecture.md, "Public names"); no public
+# name is also a room's, so every room imports by its own path (compile/, nki/ and
+# testing/ only when asked for: `import torch_neuron_sim.nki`).
+from . import distributed, flex_attention, memory, profiler, torch_neuronx  # noqa: E402
+from .devices import autograd_exit, random, stream_check, streams  # noqa: E402
+from .devices.device import (  # noqa: E402
     current_device, device, device_count, get_device_properties, is_available, set_device, synchronize,
 )
-from .device.streams import Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: E402
+from .devices.streams import Event, Stream, current_stream, default_stream, set_stream, stream  # noqa: E402
 from .memory import (  # noqa: E402
     empty_cache, max_memory_allocated, max_memory_reserved, mem_get_info, memory_allocated, memory_reserved,
     memory_stats, memory_summary, reset_accumulated_memory_stats, reset_peak_memory_stats,
@@ -64,60 +67,54 @@ from .execution.numerics import numerics  # noqa: E402
 from .execution.tracking import (  # noqa: E402
     clear_op_tracking, get_executed_ops, get_fallback_ops, get_op_counts, set_fallback_mode,
 )
-
-tracking._install()
-random._install()
-autograd_exit._install()
-native_ops._load_default()
-
-# Trainium semantics and the migration report (docs/semantics.md, docs/migration-report.md)
-from . import torch_neuronx  # noqa: E402
 from .torch_neuronx import install_torch_neuronx_alias, metrics, neuron  # noqa: E402
-from .report.report import report  # noqa: E402
-
-# The simulated device timeline (docs/profiling.md)
+from .migration_report.report import report  # noqa: E402
 from .profiler.estimate import compare_adaptive_eager, estimate  # noqa: E402
 
-dtype_policy._install()
-compile_cache._install()
-adaptive_eager._install()
-metrics._install()
-torch_neuronx._configure()
-profiler._install()
+__all__ = [
+    # modules users reach as attributes
+    "adaptive_eager", "autograd_exit", "compile_cache", "distributed", "dtype_policy", "flex_attention",
+    "memory", "metrics", "native_ops", "neuron", "profiler", "random", "stream_check", "streams",
+    "torch_neuronx", "tracking",
+    # devices and streams (as torch.cuda names them)
+    "current_device", "device", "device_count", "get_device_properties", "is_available", "set_device",
+    "synchronize", "Event", "Stream", "current_stream", "default_stream", "set_stream", "stream",
+    # memory
+    "empty_cache", "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
+    "memory_reserved", "memory_stats", "memory_summary", "reset_accumulated_memory_stats",
+    "reset_peak_memory_stats", "set_per_process_memory_fraction", "inject_oom",
+    # op tracking
+    "clear_op_tracking", "get_executed_ops", "get_fallback_ops", "get_op_counts", "set_fallback_mode",
+    # the migration report, estimates, the torch_neuronx alias
+    "report", "estimate", "compare_adaptive_eager", "install_torch_neuronx_alias",
+]
 
-# Distributed: the c10d backend "neuron" (docs/distributed.md)
-from . import distributed  # noqa: E402
 
-distributed._install()
+def install() -> None:
+    """The import-time setup, in its one order (importing the package runs it once):
+    op tracking and the fallback logger first, so the ops later steps run are recorded;
+    the random streams and autograd's exit handler; the native-op table and tracking
+    rules, before anything reads them; the dtype rule, the compile cache and adaptive
+    eager, which read the environment (after the table: adaptive eager's flush points are
+    ops); torch_neuronx's metrics, then its environment switches (logging, fallback policy,
+    the opt-in alias), which may use the metrics; the profiler's timing mode; the c10d
+    backend; FlexAttention's device kernels last (they register over the loaded table)."""
+    tracking._install()
+    random._install()
+    autograd_exit._install()
+    native_ops._load_default()
+    dtype_policy._install()
+    compile_cache._install()
+    adaptive_eager._install()
+    metrics._install()
+    torch_neuronx._configure()
+    profiler._install()
+    distributed._install()
+    flex_attention.install()
 
-# FlexAttention on the device: torch's device check widened for neuron, the
-# decomposition as the device's kernel (torch_neuron_sim/flex_attention/)
-from . import flex_attention  # noqa: E402
 
-flex_attention.install()
+install()
 
 # torch.compile on neuron tensors selects the neuron backend; a new shape is a
 # new static graph (torch_neuron_sim/compile/selection.py). Imports no Dynamo.
-from .compile import selection as _compile_selection  # noqa: E402
-
-# Module paths from before the package was laid out by concept still import
-# (`import torch_neuron_sim.metrics`, `from torch_neuron_sim.stream_check import ...`).
-_MOVED_MODULES = {
-    "streams": streams, "stream_check": stream_check, "random": random, "tracking": tracking,
-    "dtype_policy": dtype_policy, "compile_cache": compile_cache, "native_ops": native_ops,
-    "metrics": metrics, "neuron": neuron,
-}
-
-
-def _alias_moved_modules() -> None:
-    import importlib
-    import sys
-    for old, module in _MOVED_MODULES.items():
-        sys.modules.setdefault(f"{__name__}.{old}", module)
-    for old, new in {"cuda_map": "device.cuda_map", "fault_injection": "memory.fault_injection",
-                     "estimate": "profiler.estimate", "report_html": "report.page",
-                     "torch_neuronx_utils": "torch_neuronx.utils"}.items():
-        sys.modules.setdefault(f"{__name__}.{old}", importlib.import_module(f"{__name__}.{new}"))
-
-
-_alias_moved_modules()
+from .compile import selection as _compile_selection  # noqa: E402,F401

@@ -63,11 +63,11 @@ def _run_script(path: str, args: list[str]) -> tuple[int, str | None, str | None
 def main(argv: list[str] | None = None) -> int:
     ns = _parser().parse_args(argv)
     import torch_neuron_sim
-    from torch_neuron_sim.report import Report
+    from torch_neuron_sim.migration_report import Report
 
     mapping = None
     if ns.map_cuda:
-        from torch_neuron_sim.device.cuda_map import map_cuda_to_neuron
+        from torch_neuron_sim.devices.cuda_map import map_cuda_to_neuron
         mapping = map_cuda_to_neuron()
         mapping.__enter__()
     r = Report(many_shapes=ns.many_shapes, trace=ns.timeline).start()

@@ -9,7 +9,7 @@ import os
 def emulator_info() -> dict[str, object]:
     import torch_neuron_sim as sim
     from torch_neuron_sim import compile_cache, dtype_policy, metrics, native_ops, tracking
-    from torch_neuron_sim.device.device import machine
+    from torch_neuron_sim.devices.device import machine
 
     m = machine()
     return {

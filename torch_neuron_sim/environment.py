@@ -1,4 +1,14 @@
-"""The environment TorchNeuron's release build sets when it is imported.
+"""The environment: the variables TorchNeuron's release build sets when it is
+imported, and the one reader every module reads a variable through.
+
+A flag is true when its value, spaces trimmed and in any case, is 1, true, yes
+or on; unset or empty gives the flag's default; any other value is false. The
+rule lives in C++ (csrc/runtime/environment.h), where the extension's own
+switches read it too, and `flag` asks it, so both sides agree on every spelling.
+The variables of the Neuron runtime itself (NEURON_RT_*) keep the runtime's
+reading (NEURON_RT_ENABLE_HOST_CC: exactly "1").
+
+The release build's variables:
 
 `import torch_neuronx` fills in these variables unless the user set them
 (os.environ.setdefault), so code and tests that read them see these values
@@ -34,3 +44,15 @@ def apply_release_defaults() -> None:
     """os.environ.setdefault for each of RELEASE_DEFAULTS (a value the user set stays)."""
     for name, value in RELEASE_DEFAULTS.items():
         os.environ.setdefault(name, value)
+
+
+def setting(name: str, default: str = "") -> str:
+    """The variable's value, surrounding spaces trimmed; `default` when unset or empty."""
+    return os.environ.get(name, "").strip() or default
+
+
+def flag(name: str, default: bool = False) -> bool:
+    """Whether the variable is set true (the rule above); `default` when unset or empty."""
+    from . import _C  # loaded by the package before any flag is read
+
+    return _C._env_flag(name, default)

@@ -33,7 +33,6 @@ void registerDeviceBindings(py::module_& m) {
   m.def("_current_device", [] { return runtime::currentDevice(); });
   m.def("_set_device", &runtime::setCurrentDevice);  // this thread's device
   m.def("_set_default_device", &runtime::setDefaultDevice);  // and the process default (set_device)
-  m.def("_check_device", &runtime::checkDevice);
   m.def("_is_initialized", [] { return runtime::isInitialized(); });
   m.def("_lazy_init", [] {
     runtime::checkNotForked();
@@ -71,8 +70,6 @@ void registerDeviceBindings(py::module_& m) {
     return c10::impl::VirtualGuardImpl(kNeuron).elapsedTime(reinterpret_cast<void*>(start),
                                                             reinterpret_cast<void*>(end), -1);
   });
-  // One stream per device unless NEURON_RT_ENABLE_HOST_CC=1 (read at each stream creation).
-  m.def("_multi_stream_mode", &multiStreamMode);
   m.def("_synchronize_device", [](int i) { c10::impl::VirtualGuardImpl(kNeuron).synchronizeDevice(i); });
   // The stream-order checker's happens-before books (runtime/stream_order.h).
   m.def("_order_tracking", [](bool on) {

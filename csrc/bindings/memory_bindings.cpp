@@ -183,8 +183,6 @@ void registerMemoryBindings(py::module_& m) {
   // HBM over time for the migration report (report_window.cpp makes them at its stop): the
   // series stay in C++ until dicts(), which builds them when the report is read.
   py::class_<PendingUsage>(m, "_PendingUsage").def("dicts", [](PendingUsage& p) { return usageDicts(p.get()); });
-  m.def("_allocation_site",
-        [](uintptr_t data) { return history::allocationSite(reinterpret_cast<const void*>(data)); });
   m.def("_check_guards", [] {
     py::list out;
     for (int i = 0; i < runtime::deviceCount(); ++i) {

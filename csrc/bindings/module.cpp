@@ -17,11 +17,16 @@ PYBIND11_MODULE(_C, m) {
   using namespace neuron_sim;
   m.doc() = "torch_neuron_sim C++ core: the simulated Trainium device behind PyTorch's PrivateUse1 key";
   installHostAllocatorWrapper();
+  bindings::registerEnvironmentBindings(m);
   bindings::registerPythonCallbacks(m);
   bindings::registerDeviceBindings(m);
   bindings::registerMemoryBindings(m);
   bindings::registerRandomBindings(m);
   bindings::registerExecutionBindings(m);
+  bindings::registerDtypeBindings(m);
+  bindings::registerNumericsBindings(m);
+  bindings::registerCompileBindings(m);
+  bindings::registerAdaptiveEagerBindings(m);
   bindings::registerProfilerBindings(m);
   bindings::registerReportWindow(m);  // after the types it hands out (counters, summary, HBM series)
   bindings::registerDistributedBindings(m);  // the c10d backend (csrc/distributed)

@@ -293,7 +293,6 @@ void registerProfilerBindings(py::module_& m) {
     return PendingSummary{runtime::summarize(from, to, keep), runtime::costModel()};
   });
   m.def("_prof_set_model_clock", &runtime::setModelClock);
-  m.def("_prof_model_clock_on", &runtime::modelClockOn);
   m.def("_prof_model_clock_ns", &runtime::modelClockNs);
   m.def("_prof_cost_model", []() { return modelDict(*runtime::costModel()); });
   m.def("_prof_set_cost_model", [](const std::string& profile, int lnc, const py::dict& overrides) {

@@ -30,7 +30,7 @@ void recordCollective(const char* c10d_op, uint64_t bytes) {
   }
   // Op tracking: the collective ran on the device, like a native op.
   auto op = c10::Dispatcher::singleton().findOp(c10::OperatorName(c10d_op, ""));
-  if (op) opEntry(*op).executed.fetch_add(1, std::memory_order_relaxed);
+  if (op) countOp(opEntry(*op));
   if (g_reporter && reportActive()) g_reporter(c10d_op, bytes);
 }
 

@@ -1,4 +1,5 @@
 #include "distributed/local_exchange.h"
+#include "distributed/point_to_point_constants.h"
 
 #include <algorithm>
 #include <atomic>
@@ -52,7 +53,6 @@ std::chrono::microseconds spinFor(int ranks) {
   return std::thread::hardware_concurrency() >= 2u * static_cast<unsigned>(ranks) ? kSpin
                                                                                   : std::chrono::microseconds{0};
 }
-constexpr std::chrono::milliseconds kLivenessInterval{500};
 
 struct Header {
   uint64_t magic;

@@ -17,12 +17,14 @@
 #include <memory>
 #include <string>
 
+#include "distributed/point_to_point_constants.h"
+
 namespace neuron_sim::distributed {
 
 class MatchTable {
  public:
-  // A tensor's description as point_to_point.cpp writes it (dtype, shape, bytes).
-  static constexpr size_t kRecordWords = 16;
+  // A tensor's description as point_to_point.cpp writes it (dtype, shape, bytes): a record.
+  static constexpr size_t kRecordWords = kRecordSlots;
   enum Side : int32_t { kSend = 1, kRecv = 2 };
 
   // What posting found. `matched`: the other side was there first; `other` is

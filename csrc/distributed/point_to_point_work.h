@@ -17,10 +17,11 @@
 #include <utility>
 #include <vector>
 
+#include "distributed/point_to_point_constants.h"
+
 namespace neuron_sim::distributed::p2p {
 
-// A record: a tensor's description and a number, as int64 words.
-constexpr int kRecordSlots = 16;
+using distributed::kRecordSlots;  // a record's words (point_to_point_constants.h)
 // kIndex: in a header, the send's index among the sends to that peer on that
 // tag; in a ready message, the number of the slot the data receive waits on.
 enum Field : int { kIndex = 0, kKind, kBytes, kDtype, kNdim, kFirstDim };

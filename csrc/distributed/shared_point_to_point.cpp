@@ -22,6 +22,7 @@
 
 #include "distributed/collective_staging.h"
 #include "distributed/neuron_work.h"
+#include "distributed/point_to_point_constants.h"
 #include "distributed/point_to_point_work.h"
 
 namespace neuron_sim::distributed {
@@ -34,8 +35,6 @@ using namespace p2p;
 // gloo-message protocol, never both).
 int matchedSlot(int64_t n) { return (1 << 30) | static_cast<int>(n % (1 << 30)); }
 
-constexpr std::chrono::milliseconds kLivenessEvery{500};
-
 // Retries `attempt` each time `me`'s doorbell rings until it succeeds. Throws
 // "Timeout ..." after `timeout`, or the peer's exit (checked every half second).
 template <class F>
@@ -43,7 +42,7 @@ void awaitTable(MatchTable& table, int me, int peer, std::chrono::milliseconds t
                 const std::function<std::string(int)>& liveness, const std::string& waiting_for, F attempt) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
-  auto next_check = start + kLivenessEvery;
+  auto next_check = start + kLivenessInterval;
   for (;;) {
     uint32_t seen = table.generation(me);  // before the look: a change after it ends the sleep at once
     if (attempt()) return;
@@ -54,7 +53,7 @@ void awaitTable(MatchTable& table, int me, int peer, std::chrono::milliseconds t
     if (peer >= 0 && now >= next_check) {
       std::string reason = liveness(peer);
       if (!reason.empty()) throw std::runtime_error(reason);
-      next_check = now + kLivenessEvery;
+      next_check = now + kLivenessInterval;
     }
     table.sleep(me, seen, std::min(start + timeout, next_check) - now);
   }

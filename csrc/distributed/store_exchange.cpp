@@ -2,6 +2,7 @@
 #include "distributed/store_exchange.h"
 
 #include "distributed/collective_check.h"
+#include "runtime/environment.h"
 
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -190,8 +191,7 @@ std::unique_ptr<LocalExchange> StoreExchange::connectLocal() {
   }
   // NEURON_SIM_AGREEMENT=store (read on rank 0, which decides for all):
   // what ranks on several machines do, on one (tests cover that path so).
-  const char* forced = std::getenv("NEURON_SIM_AGREEMENT");
-  if (rank_ == 0 && forced && std::string(forced) == "store") local = false;
+  if (rank_ == 0 && runtime::envValue("NEURON_SIM_AGREEMENT") == "store") local = false;
   match_ = shareSegment<MatchTable>(
       *store_, rank_, size_, "neuron_agree/match", local, [&](std::string* name) { return MatchTable::create(size_, name); },
       [&](const std::string& name) { return MatchTable::open(name, size_); });

@@ -3,23 +3,19 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "runtime/environment.h"
 #include "runtime/fault_injection.h"
 
 namespace neuron_sim::runtime {
 namespace {
 
-bool envOn(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::strcmp(v, "0") != 0 && std::strcmp(v, "false") != 0 && std::strcmp(v, "off") != 0;
-}
-
 uint32_t fromEnvironment() {
   uint32_t m = 0;
-  if (envOn("NEURON_SIM_POISON")) m |= kPoison;
-  if (envOn("NEURON_SIM_GUARD")) m |= kGuard;
-  if (envOn("NEURON_SIM_PROTECT")) m |= kProtect;
-  if (const char* v = std::getenv("NEURON_SIM_FAIL_ALLOC_AT")) {
-    long long n = std::atoll(v);
+  if (envFlag("NEURON_SIM_POISON")) m |= kPoison;
+  if (envFlag("NEURON_SIM_GUARD")) m |= kGuard;
+  if (envFlag("NEURON_SIM_PROTECT")) m |= kProtect;
+  if (const std::string v = envValue("NEURON_SIM_FAIL_ALLOC_AT"); !v.empty()) {
+    long long n = std::atoll(v.c_str());
     if (n > 0) {
       detail::setCountdown(n);
       m |= kFailAlloc;

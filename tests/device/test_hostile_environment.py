@@ -80,7 +80,7 @@ def test_values_that_used_to_wrap_hang_or_overflow_are_refused(env, words):
 
 def _installers():
     from torch_neuron_sim import profiler, torch_neuronx
-    from torch_neuron_sim.device import random
+    from torch_neuron_sim.devices import random
     from torch_neuron_sim.execution import adaptive_eager, compile_cache, dtype_policy, tracking
     from torch_neuron_sim.torch_neuronx import metrics
     return {"NEURON_SIM_COMPILE_MS": compile_cache._install, "NEURON_SIM_ADAPTIVE_EAGER_MAX_OPS": adaptive_eager._install,

@@ -88,7 +88,7 @@ def test_wrong_state_size_or_dtype_is_a_clear_error():
 
 
 def test_host_generator_advances_the_offset_by_the_numbers_drawn():
-    from torch_neuron_sim.device.random import host_generator
+    from torch_neuron_sim.devices.random import host_generator
 
     N.manual_seed(21)
     g = host_generator(0, numbers=10)  # rounded up to whole Philox blocks of 4

@@ -108,7 +108,7 @@ def test_sdpa_dropout_draws_from_the_cpu_stream(cpu_stream):
 
 
 def test_rng_source_from_the_environment(monkeypatch):
-    from torch_neuron_sim.device import random as rng
+    from torch_neuron_sim.devices import random as rng
 
     assert rng.rng_source() == "device"  # the default, as the release
     try:

@@ -50,7 +50,7 @@ def test_accelerator_synchronize_reaches_the_device(nrt_streams):
     a tensor written on one stream may be read on another (the stream-order
     checker reports that read without it, tests/device/test_stream_check.py), and
     a device that does not exist is an error naming the valid ones."""
-    from torch_neuron_sim.stream_check import StreamOrderError, check_stream_order
+    from torch_neuron_sim.devices.stream_check import StreamOrderError, check_stream_order
 
     n = torch.neuron
     a, b = n.Stream(), n.Stream()

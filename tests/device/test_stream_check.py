@@ -3,7 +3,7 @@ the wait hardware needs are reported; correctly ordered programs are not."""
 import pytest
 import torch
 
-from torch_neuron_sim.stream_check import StreamOrderError, check_stream_order
+from torch_neuron_sim.devices.stream_check import StreamOrderError, check_stream_order
 
 N = torch.neuron
 # These tests exercise several streams: multi-stream mode, as torch_neuronx's

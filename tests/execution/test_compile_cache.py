@@ -46,7 +46,7 @@ def test_metrics_disabled_by_default():
 def test_metrics_report_with_simulated_compile_latency():
     r = run_python("""
         import time, torch, torch_neuron_sim
-        import torch_neuron_sim.metrics as m
+        from torch_neuron_sim import metrics as m
         assert m.is_enabled()
         a = torch.ones(5, 5, device="neuron")
         m.clear_all()

@@ -386,3 +386,32 @@ def test_consecutive_native_ops_see_each_call_s_own_inputs():
             got = op(*[a.to("neuron") for a in args])
             assert got.device.type == "neuron" and got.dtype == expected.dtype
             torch.testing.assert_close(got.cpu(), expected)
+
+
+def test_an_op_the_rules_never_record_is_counted_alike_on_every_path(tracked, tmp_path):
+    """The bookkeeping after a kernel is one function on every path: add.Tensor, marked
+    `never` in the tracking rules, is counted by none of the fast path (float32), the fast
+    path while device events are recorded, and the boxed path (float64, the 64-bit rule);
+    with the rules back, each of the three counts once."""
+    ns = torch_neuron_sim.native_ops
+    rules = tmp_path / "never-add.rules"
+    rules.write_text(ns.RULES.read_text() + "\nnever aten::add.Tensor\n")
+    a32 = torch.ones(4, device="neuron")
+    a64 = torch.ones(4, dtype=torch.float64, device="neuron")
+
+    def three_calls():
+        assert (a32 + a32).cpu().tolist() == [2.0] * 4  # fast path, nothing observing
+        with torch_neuron_sim.profiler.timeline():
+            a32 + a32  # fast path, its device event recorded
+        assert (a64 + a64).cpu().tolist() == [2.0] * 4  # boxed path
+
+    ns._apply_rules(rules)
+    try:
+        tracked.clear_op_tracking()
+        three_calls()
+        assert tracked.get_op_counts().get("aten::add.Tensor", {"executed": 0})["executed"] == 0
+    finally:
+        ns._apply_rules()
+    tracked.clear_op_tracking()
+    three_calls()
+    assert tracked.get_op_counts()["aten::add.Tensor"]["executed"] == 3

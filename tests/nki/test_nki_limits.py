@@ -253,3 +253,18 @@ def test_process_stays_usable_after_an_error():
         run(_matmul(256, 128), torch.zeros(1))
     x = torch.ones(3)
     assert run(nki.jit(lambda a: a), x) is x
+
+
+def test_nisa_and_nl_expose_the_language_only():
+    """`nki.isa` and `nki.language` list their language in __all__, every listed name is
+    there, and no helper of another module (operands.py's checks) is re-exported into them."""
+    from torch_neuron_sim.nki import isa as nisa, language as nl
+
+    for ns in (nisa, nl):
+        assert ns.__all__ and all(hasattr(ns, name) for name in ns.__all__)
+        assert not [n for n in ns.__all__ if n.startswith("_")]
+        foreign = [n for n, v in vars(ns).items() if n.startswith("_") and not n.startswith("__") and callable(v)
+                   and getattr(v, "__module__", ns.__name__) != ns.__name__ and not isinstance(v, type)]
+        assert not foreign, f"{ns.__name__} re-exports {foreign}"
+    assert {"dma_copy", "nc_matmul", "activation", "tensor_tensor", "engine"} <= set(nisa.__all__)
+    assert {"load", "store", "exp", "add", "sbuf", "float32", "program_id"} <= set(nl.__all__)

@@ -226,7 +226,7 @@ def test_chart_check_fails_on_an_empty_chart(chromium, known):
 
 def test_long_tables_say_they_are_cut(chromium, known, tmp_path, monkeypatch):
     html, data = known
-    from torch_neuron_sim.report import page_sections
+    from torch_neuron_sim.migration_report import page_sections
     monkeypatch.setattr(page_sections, "TABLE_ROWS", 1)  # the sections cut their tables
     path = tmp_path / "cut.html"
     path.write_text(report_html.render(data))

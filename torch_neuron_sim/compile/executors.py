@@ -16,27 +16,26 @@ device, and the launch is counted. While the profiler records, a launch of
 a compiled unit is one device event costed from the graph's kernels."""
 from __future__ import annotations
 
-import os
 from typing import Any, Callable, Optional
 
 import torch
 
 from .. import _C
+from .. import environment
 from ..execution.dtype_policy import WIDE_INT
 from . import retarget
 
-_TRUE = ("1", "true", "yes", "on")
 
 
 def autocopy_disabled() -> bool:
-    return os.environ.get("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY", "").strip().lower() in _TRUE
+    return environment.flag("TORCH_NEURONX_DYNAMO_DISABLE_CPU_AUTOCOPY")
 
 
 def retain_device_mode() -> bool:
     """TORCH_NEURONX_RETAIN_DEVICE_MODE=1: a graph's outputs take its inputs'
     placement (a graph of host tensors returns host tensors); otherwise
     they are neuron tensors."""
-    return os.environ.get("TORCH_NEURONX_RETAIN_DEVICE_MODE", "").strip().lower() in _TRUE
+    return environment.flag("TORCH_NEURONX_RETAIN_DEVICE_MODE")
 
 
 # Which inputs of a forward graph were host tensors, by AOTAutograd graph id:

@@ -22,21 +22,20 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Optional
+from .. import environment
 
 log = logging.getLogger("torch_neuron_sim")
 
 MAGIC = b"TORCH_NEURON_SIM_NEFF 1\n"
 DEFAULT_DIR = "/tmp/neff_cache"
-_TRUE = ("1", "true", "yes", "on")
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR", "").strip() or DEFAULT_DIR)
+    return Path(environment.setting("TORCH_NEURONX_NEFF_CACHE_DIR") or DEFAULT_DIR)
 
 
 def persistent_enabled() -> bool:
-    return not any(os.environ.get(v, "").strip().lower() in _TRUE
-                   for v in ("TORCH_NEURONX_DISABLE_NEFF_CACHE", "TORCH_NEURONX_NEFF_DISABLE_CACHE"))
+    return not any(environment.flag(v) for v in ("TORCH_NEURONX_DISABLE_NEFF_CACHE", "TORCH_NEURONX_NEFF_DISABLE_CACHE"))
 
 
 def key_of(*parts: str) -> str:

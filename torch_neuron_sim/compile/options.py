@@ -14,16 +14,15 @@ ignored. Unknown options warn, naming them, and are ignored."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import warnings
 from typing import Any, Optional
+from .. import environment
 
 from ..execution import numerics
 
 EXECUTORS = ("inductor", "graph")
 _KNOWN = {"model_name", "executor", "dynamic", "fallback_execution"}
 FALLBACK_ENV = "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION"
-_FALSE = ("0", "false", "no", "off")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +36,7 @@ class Options:
         given, else the environment (read now; unset or 1 means raise)."""
         if self.fallback_execution is not None:
             return self.fallback_execution
-        return os.environ.get(FALLBACK_ENV, "1").strip().lower() in _FALSE
+        return not environment.flag(FALLBACK_ENV, True)
 
 
 def default_executor() -> str:
@@ -59,7 +58,7 @@ def resolve(mode: Optional[str], options: Optional[dict[str, Any]]) -> Options:
     if unknown:
         warnings.warn(f"torch.compile(backend='neuron'): unknown option(s) {unknown} ignored", UserWarning,
                       stacklevel=3)
-    executor = str(options.get("executor") or os.environ.get("NEURON_SIM_COMPILE_EXECUTOR", "").strip()
+    executor = str(options.get("executor") or environment.setting("NEURON_SIM_COMPILE_EXECUTOR")
                    or default_executor())
     if executor not in EXECUTORS:
         raise ValueError(f"torch.compile(backend='neuron'): executor '{executor}' is not one of {EXECUTORS}")

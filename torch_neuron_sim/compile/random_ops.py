@@ -5,7 +5,7 @@ AOTAutograd leaves a graph's random ops as ATen ops without a generator
 (dropout decomposes into rand and a comparison, as for any backend), and
 Inductor would lower those with its own seeds. The pass replaces each by
 `neuron_sim::random`, whose kernel takes the device's next numbers through
-torch_neuron_sim.device.random.host_generator(device) (a CPU generator seeded
+torch_neuron_sim.devices.random.host_generator(device) (a CPU generator seeded
 from the device generator's (seed, offset), the offset advanced as for one
 native random op), so compiled graphs and eager ops share the device stream
 and torch.manual_seed / torch.neuron.manual_seed make both reproducible.
@@ -25,7 +25,7 @@ _lib.define("random(str kind, SymInt[] size, float a, float b, ScalarType dtype,
 
 def _draw(kind: str, size: list[int], a: float, b: float, dtype: torch.dtype, device: torch.device,
           like: Optional[torch.Tensor]) -> torch.Tensor:
-    from ..device.random import host_generator
+    from ..devices.random import host_generator
     g = host_generator(device) if device.type == "neuron" else None
     if kind == "rand":
         out = torch.rand(size, generator=g, dtype=dtype)

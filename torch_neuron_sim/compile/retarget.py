@@ -20,7 +20,11 @@ from typing import Any, Optional
 import torch
 import torch.fx
 
-NARROW = {torch.float64: torch.float32}
+from ..execution.dtype_policy import NARROWED
+
+# The 64-bit rule's floating dtypes (execution/dtype_policy.py): integers keep theirs (CPU
+# index kernels need int64) and are wrapped through int32 at launch instead.
+NARROW = {wide: narrow for wide, narrow in NARROWED.items() if wide.is_floating_point}
 
 
 def narrowing() -> dict[torch.dtype, torch.dtype]:

@@ -12,19 +12,18 @@ live in host memory, so nothing is copied. See docs/distributed.md.
 """
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from .. import _C
-from ..device.device import _select as _select_device, device_count as _device_count
+from .. import _C, environment
+from ..devices.device import _select as _select_device, device_count as _device_count
 
 BACKEND = "neuron"
 
 
 def _local_rank() -> int | None:
     """The local rank a launcher (torchrun, torch.distributed.launch) gave this process."""
-    value = os.environ.get("LOCAL_RANK")
-    if value is None or not value.strip().isdigit():
+    value = environment.setting("LOCAL_RANK")
+    if not value.isdigit():
         return None
     return int(value)
 
@@ -36,7 +35,7 @@ def _check_local_rank() -> None:
         return
     count = _device_count()
     if local >= count:
-        nproc = os.environ.get("LOCAL_WORLD_SIZE", "?")
+        nproc = environment.setting("LOCAL_WORLD_SIZE", "?")
         raise ValueError(
             f"Device index {local} is out of range. Valid range is 0 to {count - 1}: this process has "
             f"LOCAL_RANK={local} but only {count} neuron device(s) are visible, and each local rank runs on "
@@ -51,8 +50,8 @@ def _create_backend(store, rank: int, size: int, timeout) -> Any:
     import torch.distributed as dist
 
     _check_local_rank()
-    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
-    if attempt is not None:
+    attempt = environment.setting("TORCHELASTIC_RESTART_COUNT")
+    if attempt:
         # torchrun's c10d rendezvous keeps one store across restarts: without a
         # per-attempt prefix a restarted rank can read the address a dead rank
         # of the previous attempt published and fail with "Connection refused".
@@ -69,7 +68,7 @@ def _map_local_rank() -> None:
     """Under a launcher, the process starts on neuron:LOCAL_RANK (out of range
     is reported by init_process_group, not at import)."""
     local = _local_rank()
-    if local is not None and "WORLD_SIZE" in os.environ and local < _device_count():
+    if local is not None and environment.setting("WORLD_SIZE") and local < _device_count():
         _select_device(local)
 
 

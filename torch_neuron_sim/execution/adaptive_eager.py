@@ -21,12 +21,11 @@ The fusion rule, its limits and the flush points: docs/semantics.md,
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Iterator
 
 from .. import _C
+from .. import environment
 
-_TRUE = ("1", "true", "yes", "on")
 
 
 def enable(on: bool = True) -> None:
@@ -88,7 +87,7 @@ def clear_stats() -> None:
 
 
 def _install() -> None:
-    max_env = os.environ.get("NEURON_SIM_ADAPTIVE_EAGER_MAX_OPS", "").strip()
+    max_env = environment.setting("NEURON_SIM_ADAPTIVE_EAGER_MAX_OPS")
     if max_env:
         try:
             set_max_ops(int(max_env))
@@ -96,4 +95,4 @@ def _install() -> None:
             import warnings
             warnings.warn(f"NEURON_SIM_ADAPTIVE_EAGER_MAX_OPS={max_env!r} ignored: expected an integer >= 1 (ops "
                           f"per fused launch); keeping {max_ops()}", stacklevel=2)
-    enable(os.environ.get("TORCH_NEURONX_ENABLE_CONCATENATION", "").strip().lower() in _TRUE)
+    enable(environment.flag("TORCH_NEURONX_ENABLE_CONCATENATION"))

@@ -8,9 +8,9 @@ compilation so the first-step cost shows up in wall time too."""
 from __future__ import annotations
 
 import math
-import os
 
 from .. import _C
+from .. import environment
 from . import tracking
 
 
@@ -49,7 +49,7 @@ def clear() -> None:
 
 
 def _install() -> None:
-    raw = os.environ.get("NEURON_SIM_COMPILE_MS", "0").strip() or "0"
+    raw = environment.setting("NEURON_SIM_COMPILE_MS", "0")
     try:
         set_compile_latency_ms(float(raw))
     except ValueError:

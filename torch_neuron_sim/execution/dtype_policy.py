@@ -5,17 +5,22 @@ requested dtype. NEURON_SIM_DTYPE_POLICY=exact turns the narrowing off (for
 debugging: does my numerical difference come from the 64-bit rule?)."""
 from __future__ import annotations
 
-import os
 
 import torch
 
 from .. import _C
+from .. import environment
 from . import tracking
 
 POLICIES = ("trainium", "exact")
 # The 64-bit integer dtypes a compiled graph's inputs hold as int32 values on
 # the device: the list the C++ launch check uses (dtype_policy.h), read once.
 WIDE_INT: tuple[torch.dtype, ...] = tuple(_C._wide_int_dtypes())
+# The 64-bit rule's table, read once from C++ (dtype_policy.h), the one place it is
+# decided: each wide dtype and the 32-bit dtype native ops compute it in. The NKI
+# simulator, compiled graphs and the testing kit read it here.
+NARROWED: dict[torch.dtype, torch.dtype] = dict(_C._narrowed_dtypes())
+WIDE: tuple[torch.dtype, ...] = tuple(sorted(NARROWED, key=lambda d: not d.is_floating_point))  # float64 first
 
 
 def set_dtype_policy(policy: str) -> None:
@@ -41,7 +46,7 @@ def host_casts_64bit() -> int:
 
 
 def _install() -> None:
-    policy = os.environ.get("NEURON_SIM_DTYPE_POLICY", "trainium").strip().lower() or "trainium"
+    policy = environment.setting("NEURON_SIM_DTYPE_POLICY", "trainium").lower()
     if policy not in POLICIES:
         raise ValueError(f"NEURON_SIM_DTYPE_POLICY={policy!r}: use 'trainium' (default) or 'exact'")
     set_dtype_policy(policy)

@@ -12,9 +12,9 @@ docs/op-tracking.md.
 from __future__ import annotations
 
 import logging
-import os
 
 from .. import _C
+from .. import environment
 
 logger = logging.getLogger("torch_neuron_sim")
 
@@ -75,11 +75,6 @@ def untracked_op_names() -> list[str]:
     return _C._untracked_op_names()
 
 
-def note_unsupported(feature: str) -> None:
-    """Counts a use of an unsupported feature (the report lists them, even when the error was caught)."""
-    _C._note_unsupported(feature)
-
-
 def unsupported_features() -> dict[str, int]:
     """Unsupported features met since the process started, with counts."""
     return dict(_C._unsupported_hits())
@@ -94,7 +89,7 @@ def _announce(op_name: str) -> None:
 
 def _install() -> None:
     _C._set_fallback_logger(_announce)
-    mode = os.environ.get("NEURON_SIM_FALLBACK", "warn").strip().lower() or "warn"
+    mode = environment.setting("NEURON_SIM_FALLBACK", "warn").lower()
     if mode not in ("warn", "error"):
         raise ValueError(f"NEURON_SIM_FALLBACK={mode!r}: use 'warn' (default) or 'error'")
     _C._set_fallback_mode(mode)

@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from .. import _C
-from ..device.device import _checked, _DeviceLike, device_count
+from ..devices.device import _checked, _DeviceLike, device_count
 
 
 def memory_stats_as_nested_dict(device: _DeviceLike = None) -> dict[str, Any]:

@@ -11,7 +11,8 @@ import torch
 
 from . import launch as _launch
 from . import ops as _ops
-from .errors import fail, legacy
+from .errors import legacy
+from .launch import fail
 from .memory import NkiTensor, allocate, psum, sbuf
 from .operands import (
     _SPACE_NAMES,

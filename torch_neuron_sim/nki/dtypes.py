@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from ..execution.dtype_policy import NARROWED
 from .errors import NKIError
 
 bool_ = torch.bool
@@ -22,16 +23,14 @@ _DTYPE_NAMES = {
     "bool": bool_, "bool_": bool_, "int8": int8, "int16": int16, "int32": int32, "uint8": uint8,
     "uint16": uint16, "uint32": uint32, "float16": float16, "bfloat16": bfloat16, "float32": float32,
     "tfloat32": float32, "float8_e4m3": float8_e4m3, "float8_e4m3fn": float8_e4m3fn, "float8_e5m2": float8_e5m2,
-    "int64": int32, "float64": float32,  # 64-bit host arrays are 32-bit on the device
+    **{str(wide).removeprefix("torch."): narrow for wide, narrow in NARROWED.items()},  # 64-bit host arrays
 }
 
 
 def torch_dtype(dtype: Any) -> torch.dtype:
     """A dtype as nl, numpy, torch or a string names it."""
     if isinstance(dtype, torch.dtype):
-        if dtype in (torch.float64, torch.int64):
-            return torch.float32 if dtype.is_floating_point else torch.int32
-        return dtype
+        return NARROWED.get(dtype, dtype)  # 64-bit host tensors are 32-bit on the device
     name = getattr(dtype, "__name__", None) or getattr(dtype, "name", None) or str(dtype)
     name = str(name).replace("numpy.", "")
     if name in _DTYPE_NAMES:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import builtins
 from typing import Any, Optional
 
-from .errors import fail, legacy
+from .errors import legacy
+from .launch import fail
 
 
 class AffineIndex:

@@ -16,37 +16,15 @@ import torch
 
 from . import launch as _launch
 from . import ops as _ops
-from .errors import fail, legacy
+from .errors import legacy
+from .launch import fail
 from .memory import NkiTensor, allocate, mark, marks, psum, sbuf, view
 from .compute import (  # noqa: F401  (the rest of nki.isa)
     activation, activation_reduce, affine_select, iota, range_select, tensor_reduce, tensor_scalar, tensor_tensor,
     tensor_tensor_scan,
 )
-from .operands import (  # noqa: F401
-    _SPACE_NAMES,
-    _as,
-    _binary_fn,
-    _check_tensor,
-    _engine_name,
-    _free_axes,
-    _free_elems,
-    _gpsimd_no_psum,
-    _math_class,
-    _op,
-    _read,
-    _reduce_fn,
-    _same_partitions,
-    _scalar_or_column,
-    _space,
-    _writable,
-    _write,
-    dge_mode,
-    engine,
-    get_nc_version,
-    nc_version,
-    oob_mode,
-    reduce_cmd,
-)
+from . import operands as _operands
+from .operands import dge_mode, engine, get_nc_version, nc_version, oob_mode, reduce_cmd
 
 
 # --- data movement -----------------------------------------------------------------
@@ -77,7 +55,7 @@ def dma_copy(dst: NkiTensor, src: NkiTensor, oob_mode: Any = oob_mode.error, dge
         raise fail(instr, f"dst '{dst.name}' {dst.shape} has {d.numel()} elements, src '{src.name}' {src.shape} "
                    f"has {s.numel()}", "DMA copies element for element: both sides need the same count")
     values = s if s.dtype == d.dtype else s.float()
-    _write(instr, dst, values if values.shape == d.shape else values.reshape(d.shape), ("sbuf", "hbm"))
+    _operands._write(instr, dst, values if values.shape == d.shape else values.reshape(d.shape), ("sbuf", "hbm"))
     launch = _launch.current()
     launch.count("dma")
     nbytes = d.numel() * max(s.dtype.itemsize, d.dtype.itemsize)
@@ -93,24 +71,24 @@ def tensor_copy(dst: NkiTensor, src: Optional[NkiTensor] = None, engine: Any = N
         tensor_copy(out, dst, engine=engine)
         return out
     instr = "nisa.tensor_copy"
-    eng = _engine_name(engine, "vector")
-    _gpsimd_no_psum(instr, eng, ("dst", dst), ("src", src))
-    values = _read(instr, "src", src) if src.dtype != dst.dtype or src.buffer is psum else \
-        _check_tensor(instr, "src", src, ("sbuf", "psum")).t
-    _same_partitions(instr, dst, "dst", src, "src")
-    _write(instr, dst, values)
-    _launch.current().count(eng, _free_elems(dst))
+    eng = _operands._engine_name(engine, "vector")
+    _operands._gpsimd_no_psum(instr, eng, ("dst", dst), ("src", src))
+    values = _operands._read(instr, "src", src) if src.dtype != dst.dtype or src.buffer is psum else \
+        _operands._check_tensor(instr, "src", src, ("sbuf", "psum")).t
+    _operands._same_partitions(instr, dst, "dst", src, "src")
+    _operands._write(instr, dst, values)
+    _launch.current().count(eng, _operands._free_elems(dst))
 
 
 def memset(dst: NkiTensor, value: Any, engine: Any = None, **kwargs: Any) -> None:
     instr = "nisa.memset"
-    eng = _engine_name(engine, "vector")
-    _gpsimd_no_psum(instr, eng, ("dst", dst))
-    _check_tensor(instr, "dst", dst, ("sbuf", "psum"), whole_write=True)
-    _writable(instr, dst)
+    eng = _operands._engine_name(engine, "vector")
+    _operands._gpsimd_no_psum(instr, eng, ("dst", dst))
+    _operands._check_tensor(instr, "dst", dst, ("sbuf", "psum"), whole_write=True)
+    _operands._writable(instr, dst)
     dst.t.fill_(value)
     mark(dst, False)
-    _launch.current().count(eng, _free_elems(dst))
+    _launch.current().count(eng, _operands._free_elems(dst))
 
 
 def _assign(dst: NkiTensor, value: Any) -> None:
@@ -129,10 +107,10 @@ def _assign(dst: NkiTensor, value: Any) -> None:
 def _accumulate(dst: NkiTensor, value: Any) -> NkiTensor:
     """`dst += value` on a tile (the legacy PSUM accumulation `psum[...] += nisa.nc_matmul(...)`)."""
     instr = "+="
-    cur = _read(instr, "dst", dst)
-    v = _read(instr, "value", value) if isinstance(value, NkiTensor) else float(value)
-    _write(instr, dst, cur + v)
-    _launch.current().count("vector", _free_elems(dst))
+    cur = _operands._read(instr, "dst", dst)
+    v = _operands._read(instr, "value", value) if isinstance(value, NkiTensor) else float(value)
+    _operands._write(instr, dst, cur + v)
+    _launch.current().count("vector", _operands._free_elems(dst))
     return dst
 
 
@@ -144,22 +122,22 @@ def nc_matmul(dst: NkiTensor, stationary: Any = None, moving: Any = None, accumu
     ones add, until an instruction reads the result."""
     if moving is None:  # legacy: nc_matmul(stationary, moving) returns the product
         s, m = dst, stationary
-        out = allocate((_free_elems(s), _free_elems(m)), torch.float32, psum)
+        out = allocate((_operands._free_elems(s), _operands._free_elems(m)), torch.float32, psum)
         nc_matmul(out, s, m, accumulate=False)
         return out
     instr = "nisa.nc_matmul"
     launch = _launch.current()
     lim = launch.limits
-    _check_tensor(instr, "stationary", stationary, ("sbuf",), hint="TensorE reads its operands from SBUF")
-    _check_tensor(instr, "moving", moving, ("sbuf",), hint="TensorE reads its operands from SBUF")
+    _operands._check_tensor(instr, "stationary", stationary, ("sbuf",), hint="TensorE reads its operands from SBUF")
+    _operands._check_tensor(instr, "moving", moving, ("sbuf",), hint="TensorE reads its operands from SBUF")
     # New PSUM needs no uninitialised fill unless the product is added to it (accumulate=True).
-    _check_tensor(instr, "dst", dst, ("psum",), hint="TensorE writes its result to PSUM",
+    _operands._check_tensor(instr, "dst", dst, ("psum",), hint="TensorE writes its result to PSUM",
                   whole_write=accumulate is not True)
     k = stationary.t.shape[0]
     if moving.t.shape[0] != k:
         raise fail(instr, f"partition dimension mismatch: stationary has {k} partitions (K), moving has "
                    f"{moving.shape[0]}", "both operands hold the contraction dimension K on the partitions")
-    m_size, n_size = _free_elems(stationary), _free_elems(moving)
+    m_size, n_size = _operands._free_elems(stationary), _operands._free_elems(moving)
     if m_size > lim.stationary_fmax:
         raise fail(instr, f"stationary free size {m_size} exceeds maximum {lim.stationary_fmax}",
                    "tile M by 128")
@@ -171,7 +149,7 @@ def nc_matmul(dst: NkiTensor, stationary: Any = None, moving: Any = None, accumu
         raise fail(instr, f"operands must be floating point, got stationary {stationary.dtype}, moving {moving.dtype}")
     if dst.t.numel() != m_size * n_size or dst.t.shape[0] != m_size:
         raise fail(instr, f"dst '{dst.name}' has shape {dst.shape}; the product is ({m_size}, {n_size})")
-    _writable(instr, dst)
+    _operands._writable(instr, dst)
     s, m = _operand_matrix(stationary.t, k, m_size), _operand_matrix(moving.t, k, n_size)
     if accumulate is None:
         # Add where an accumulation is open; the common cases (none or all) without a select.
@@ -194,7 +172,7 @@ def nc_matmul(dst: NkiTensor, stationary: Any = None, moving: Any = None, accumu
         dst.t.copy_(product)
     mark(dst, True)
     launch.count("tensor", n_size)
-    launch.work.flops[_math_class(stationary.dtype, moving.dtype)] += 2.0 * k * m_size * n_size
+    launch.work.flops[_operands._math_class(stationary.dtype, moving.dtype)] += 2.0 * k * m_size * n_size
 
 
 def _operand_matrix(t: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
@@ -218,34 +196,34 @@ def nc_transpose(dst: NkiTensor, data: Any = None, engine: Any = None, **kwargs:
     """dst = dataᵀ: on TensorE (SBUF -> PSUM, up to 128x128) or VectorE (up to 32x32)."""
     if data is None:  # legacy: nc_transpose(data, engine=...) returns the transpose
         src = dst
-        eng = _engine_name(engine, "tensor" if max(src.shape) > 32 or src.buffer is sbuf else "vector")
+        eng = _operands._engine_name(engine, "tensor" if max(src.shape) > 32 or src.buffer is sbuf else "vector")
         out = allocate((src.shape[1], src.shape[0]), src.dtype if eng == "vector" else torch.float32,
                          psum if eng == "tensor" else sbuf)
         nc_transpose(out, src, engine=eng)
         return out
     instr = "nisa.nc_transpose"
     lim = _launch.current().limits
-    eng = _engine_name(engine, "tensor" if dst.buffer is psum and data.buffer is sbuf else "vector")
-    if data.ndim != 2 and _free_elems(data) * data.shape[0] != data.t.numel():
+    eng = _operands._engine_name(engine, "tensor" if dst.buffer is psum and data.buffer is sbuf else "vector")
+    if data.ndim != 2 and _operands._free_elems(data) * data.shape[0] != data.t.numel():
         raise fail(instr, f"data must be a 2-D tile, got {data.shape}")
-    p, f = data.t.shape[0], _free_elems(data)
+    p, f = data.t.shape[0], _operands._free_elems(data)
     if eng == "tensor":
-        _check_tensor(instr, "data", data, ("sbuf",), hint="a TensorE transpose reads SBUF")
-        _check_tensor(instr, "dst", dst, ("psum",), hint="a TensorE transpose writes PSUM")
+        _operands._check_tensor(instr, "data", data, ("sbuf",), hint="a TensorE transpose reads SBUF")
+        _operands._check_tensor(instr, "dst", dst, ("psum",), hint="a TensorE transpose writes PSUM")
         limit = lim.pe_transpose_max
     elif eng == "vector":
-        _check_tensor(instr, "data", data, ("sbuf", "psum"))
+        _operands._check_tensor(instr, "data", data, ("sbuf", "psum"))
         limit = lim.vector_transpose_max
     else:
         raise fail(instr, f"engine {eng} cannot transpose", "use nisa.engine.tensor or nisa.engine.vector")
     if p > limit or f > limit:
         raise fail(instr, f"data {data.shape} exceeds the {limit}x{limit} transpose of the {eng} engine")
-    values = _read(instr, "data", data).reshape(p, f).t()
-    _write(instr, dst, values)
+    values = _operands._read(instr, "data", data).reshape(p, f).t()
+    _operands._write(instr, dst, values)
     launch = _launch.current()
     launch.count(eng, f if eng == "vector" else p)
     if eng == "tensor":
-        launch.work.flops[_math_class(data.dtype)] += 2.0 * p * p * f  # an identity matmul
+        launch.work.flops[_operands._math_class(data.dtype)] += 2.0 * p * p * f  # an identity matmul
 
 
 # `t[...] = value` and the legacy `psum[...] += nisa.nc_matmul(...)` on a tensor.
@@ -255,3 +233,13 @@ def _setitem(self: NkiTensor, index: Any, value: Any) -> None:
 
 NkiTensor.__setitem__ = _setitem
 NkiTensor.__iadd__ = _accumulate
+
+
+# The instruction set, as `from nki.isa import *` and the docs see it; the helpers every
+# instruction shares live in operands.py and compute.py, not here.
+__all__ = [
+    "dma_copy", "tensor_copy", "memset", "nc_matmul", "nc_transpose",
+    "activation", "activation_reduce", "affine_select", "iota", "range_select", "tensor_reduce", "tensor_scalar",
+    "tensor_tensor",
+    "dge_mode", "engine", "get_nc_version", "nc_version", "oob_mode", "reduce_cmd",
+]

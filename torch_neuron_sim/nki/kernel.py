@@ -16,7 +16,8 @@ from typing import Any, Callable, Iterable, Optional
 import torch
 
 from . import launch as _launch
-from .errors import NKIError, fail
+from .errors import NKIError
+from .launch import fail
 from .limits import Limits, active_limits
 from .memory import NkiTensor, argument, marks
 

@@ -15,8 +15,10 @@ import torch.nn.functional as F
 
 from . import isa as _isa
 from . import launch as _launch
+from . import operands as _operands
 from . import ops as _ops
-from .errors import NKIError, fail, legacy
+from .errors import NKIError, legacy
+from .launch import fail
 from .memory import (  # noqa: F401  (the memory spaces are part of nl)
     NkiTensor, ParDim, allocate, hbm, private_hbm, psum, sbuf, shared_hbm,
 )
@@ -151,7 +153,7 @@ def _filled(shape: Any, dtype: Any, buffer: Any, name: Optional[str], value: Any
     t = allocate(shape, dtype, buffer, name, fill=value)
     if t.buffer.on_chip:
         launch = _launch.current()
-        launch.count("vector" if t.buffer is not psum else "vector", _isa._free_elems(t))  # a memset
+        launch.count("vector" if t.buffer is not psum else "vector", _operands._free_elems(t))  # a memset
     return t
 
 
@@ -159,7 +161,7 @@ def _filled(shape: Any, dtype: Any, buffer: Any, name: Optional[str], value: Any
 def load(src: NkiTensor, dtype: Any = None, mask: Any = None, **kwargs: Any) -> NkiTensor:
     if mask is not None:
         raise legacy("nl.load(..., mask=...)", "slice the tensor to the part you want instead")
-    _isa._check_tensor("nl.load", "src", src, ("hbm",))
+    _operands._check_tensor("nl.load", "src", src, ("hbm",))
     if src.ndim == 0:
         raise fail("nl.load", f"src '{src.name}' is a scalar; load at least one element")
     pmax = _launch.current().limits.pmax
@@ -174,12 +176,12 @@ def load(src: NkiTensor, dtype: Any = None, mask: Any = None, **kwargs: Any) -> 
 def store(dst: NkiTensor, value: Any, mask: Any = None, **kwargs: Any) -> None:
     if mask is not None:
         raise legacy("nl.store(..., mask=...)", "slice the destination to the part you want instead")
-    _isa._check_tensor("nl.store", "dst", dst, ("hbm",))
+    _operands._check_tensor("nl.store", "dst", dst, ("hbm",))
     if not isinstance(value, NkiTensor):
         tile = ndarray(dst.shape, dst.dtype, sbuf)
         _isa.memset(tile, value)
         value = tile
-    _isa._check_tensor("nl.store", "value", value, ("sbuf",),
+    _operands._check_tensor("nl.store", "value", value, ("sbuf",),
                        hint="copy a PSUM tile to SBUF first (nl.copy / nisa.tensor_copy)")
     if value.shape != dst.shape:
         raise fail("nl.store", f"value shape {value.shape} does not match dst '{dst.name}' shape {dst.shape}")
@@ -187,7 +189,7 @@ def store(dst: NkiTensor, value: Any, mask: Any = None, **kwargs: Any) -> None:
 
 
 def copy(x: NkiTensor, dtype: Any = None, **kwargs: Any) -> NkiTensor:
-    _isa._check_tensor("nl.copy", "x", x, ("sbuf", "psum"))
+    _operands._check_tensor("nl.copy", "x", x, ("sbuf", "psum"))
     out = ndarray(x.shape, dtype or x.dtype, sbuf)
     _isa.tensor_copy(out, x)
     return out
@@ -207,13 +209,12 @@ for _name, _op in list(_ops.REGISTRY.items()):
     _ops.REGISTRY[_name] = globals()[_name] = _NlOp(_op.name, _op.kind, _op.fn, _op.reduce)
 del _name, _op
 amax, amin = globals()["max"], globals()["min"]
-_result_dtype = _ops.result_dtype
 
 
 def _unary(op: _ops.Op, x: NkiTensor, dtype: Any = None, mask: Any = None, **kwargs: Any) -> NkiTensor:
     if mask is not None:
         raise legacy(f"nl.{op.name}(..., mask=...)", "compute the whole tile and slice the result")
-    _isa._check_tensor(f"nl.{op.name}", "x", x, ("sbuf", "psum"))
+    _operands._check_tensor(f"nl.{op.name}", "x", x, ("sbuf", "psum"))
     out = ndarray(x.shape, dtype or x.dtype, sbuf)
     _isa.activation(out, op, x)
     return out
@@ -227,9 +228,9 @@ def _binary(op: _ops.Op, x: Any, y: Any, dtype: Any = None, mask: Any = None, **
     if not tx and not ty:
         raise fail(instr, "needs at least one tile operand (both are Python scalars)")
     if tx:
-        _isa._check_tensor(instr, "x", x, ("sbuf", "psum"))
+        _operands._check_tensor(instr, "x", x, ("sbuf", "psum"))
     if ty:
-        _isa._check_tensor(instr, "y", y, ("sbuf", "psum"))
+        _operands._check_tensor(instr, "y", y, ("sbuf", "psum"))
     if tx and ty:
         if x.shape[0] != y.shape[0]:
             raise fail(instr, f"partition dimension mismatch: x has {x.shape[0]} partitions, y has {y.shape[0]}",
@@ -240,14 +241,14 @@ def _binary(op: _ops.Op, x: Any, y: Any, dtype: Any = None, mask: Any = None, **
             raise fail(instr, f"shapes {x.shape} and {y.shape} do not broadcast") from None
     else:
         shape = x.shape if tx else y.shape
-    out = ndarray(shape, dtype or _result_dtype(x, y), sbuf)
-    a = _isa._read(instr, "x", x) if tx else None
-    b = _isa._read(instr, "y", y) if ty else None
+    out = ndarray(shape, dtype or _ops.result_dtype(x, y), sbuf)
+    a = _operands._read(instr, "x", x) if tx else None
+    b = _operands._read(instr, "y", y) if ty else None
     ref = a if a is not None else b
     a = a if a is not None else torch.tensor(float(x), device=ref.device)
     b = b if b is not None else torch.tensor(float(y), device=ref.device)
-    _isa._write(instr, out, op.fn(a, b).expand(shape))
-    _launch.current().count("vector", _isa._free_elems(out))
+    _operands._write(instr, out, op.fn(a, b).expand(shape))
+    _launch.current().count("vector", _operands._free_elems(out))
     return out
 
 
@@ -256,26 +257,26 @@ def _reduce(op: _ops.Op, x: NkiTensor, axis: Any, dtype: Any = None, keepdims: b
     if mask is not None:
         raise legacy(f"nl.{op.name}(..., mask=...)", "reduce the whole tile and slice the result")
     instr = f"nl.{op.name}"
-    _isa._check_tensor(instr, "x", x, ("sbuf", "psum"))
-    dims = _isa._free_axes(instr, axis, x)
-    values = op.reduce(_isa._read(instr, "x", x), dims, keepdims)
+    _operands._check_tensor(instr, "x", x, ("sbuf", "psum"))
+    dims = _operands._free_axes(instr, axis, x)
+    values = op.reduce(_operands._read(instr, "x", x), dims, keepdims)
     out = ndarray(tuple(values.shape), dtype or x.dtype, sbuf)
-    _isa._write(instr, out, values)
-    _launch.current().count("vector", _isa._free_elems(x))
+    _operands._write(instr, out, values)
+    _launch.current().count("vector", _operands._free_elems(x))
     return out
 
 
 def where(condition: NkiTensor, x: Any, y: Any, dtype: Any = None, **kwargs: Any) -> NkiTensor:
     instr = "nl.where"
-    _isa._check_tensor(instr, "condition", condition, ("sbuf", "psum"))
+    _operands._check_tensor(instr, "condition", condition, ("sbuf", "psum"))
     ref = x if isinstance(x, NkiTensor) else y if isinstance(y, NkiTensor) else condition
-    out = ndarray(condition.shape, dtype or (_result_dtype(*(v for v in (x, y) if isinstance(v, NkiTensor)))
+    out = ndarray(condition.shape, dtype or (_ops.result_dtype(*(v for v in (x, y) if isinstance(v, NkiTensor)))
                                              if ref is not condition else float32), sbuf)
     a = x.t.float() if isinstance(x, NkiTensor) else float(x)
     b = y.t.float() if isinstance(y, NkiTensor) else float(y)
-    _isa._write(instr, out, torch.where(condition.t != 0, torch.as_tensor(a, device=out.t.device),
+    _operands._write(instr, out, torch.where(condition.t != 0, torch.as_tensor(a, device=out.t.device),
                                         torch.as_tensor(b, device=out.t.device)).expand(out.shape))
-    _launch.current().count("vector", _isa._free_elems(out))
+    _launch.current().count("vector", _operands._free_elems(out))
     return out
 
 
@@ -284,8 +285,8 @@ def matmul(x: NkiTensor, y: NkiTensor, transpose_x: bool = False, mask: Any = No
     over the partition dimension, so x is fed transposed: [K, M] stationary."""
     if mask is not None:
         raise legacy("nl.matmul(..., mask=...)", "slice the operands instead")
-    _isa._check_tensor("nl.matmul", "x", x, ("sbuf", "psum"))
-    _isa._check_tensor("nl.matmul", "y", y, ("sbuf", "psum"))
+    _operands._check_tensor("nl.matmul", "x", x, ("sbuf", "psum"))
+    _operands._check_tensor("nl.matmul", "y", y, ("sbuf", "psum"))
     if x.ndim != 2 or y.ndim != 2:
         raise fail("nl.matmul", f"operands must be 2-D tiles, got x {x.shape} and y {y.shape}")
     stationary = x if transpose_x else transpose(x)
@@ -296,7 +297,7 @@ def matmul(x: NkiTensor, y: NkiTensor, transpose_x: bool = False, mask: Any = No
 
 def transpose(x: NkiTensor, dtype: Any = None, **kwargs: Any) -> NkiTensor:
     """The partition and free dimensions of a 2-D tile swapped (TensorE, through PSUM)."""
-    _isa._check_tensor("nl.transpose", "x", x, ("sbuf", "psum"))
+    _operands._check_tensor("nl.transpose", "x", x, ("sbuf", "psum"))
     if x.ndim != 2:
         raise fail("nl.transpose", f"x must be a 2-D tile, got shape {x.shape}")
     out = ndarray((x.shape[1], x.shape[0]), dtype or x.dtype, sbuf)
@@ -304,7 +305,7 @@ def transpose(x: NkiTensor, dtype: Any = None, **kwargs: Any) -> NkiTensor:
     if max(x.shape) > lim.pe_transpose_max:
         raise fail("nl.transpose", f"tile {x.shape} exceeds the {lim.pe_transpose_max}x{lim.pe_transpose_max} "
                    "TensorE transpose")
-    _isa._write("nl.transpose", out, x.t.float().t())
+    _operands._write("nl.transpose", out, x.t.float().t())
     _launch.current().count("tensor", x.shape[0])
     return out
 
@@ -346,3 +347,17 @@ for _dunder, _name, _rev in (("__add__", "add", False), ("__radd__", "add", True
 NkiTensor.__neg__ = lambda self: _ops.REGISTRY["negative"](self)
 del _dunder, _name, _rev
 
+
+# The language, as `from nki.language import *` and the docs see it: memory spaces, dtypes,
+# the grid, tile creation, data movement, the operations (one per entry of ops.REGISTRY)
+# and the legacy index tiles. The helpers imported above are not nl.
+__all__ = [
+    "hbm", "private_hbm", "psum", "sbuf", "shared_hbm",
+    "bfloat16", "bool_", "float8_e4m3", "float8_e4m3fn", "float8_e5m2", "float16", "float32", "int8", "int16",
+    "int32", "tfloat32", "uint8", "uint16", "uint32",
+    "tile_size", "program_id", "num_programs", "program_ndim", "nc", "spmd_dim", "affine_range",
+    "sequential_range", "static_range", "par_dim",
+    "ndarray", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like",
+    "load", "store", "copy", "amax", "amin", "where", "matmul", "transpose", "device_print", "arange", "mgrid",
+    *sorted(_ops.REGISTRY),
+]

@@ -5,13 +5,13 @@ this instance is. A thread runs one launch at a time; instances of a grid run
 one after another, as AWS's simulator runs them."""
 from __future__ import annotations
 
+import threading
 from typing import Optional
 
 import torch
 
 from .errors import NKIError
 from .limits import Limits
-from .state import current_or_none, set_current
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
 
@@ -76,6 +76,13 @@ class Launch:
             self.work.cycles_elems[engine] += elems_per_partition
 
 
+_tls = threading.local()  # the launch this thread is running, if any
+
+
+def current_or_none() -> Optional[Launch]:
+    return getattr(_tls, "launch", None)
+
+
 def current() -> Launch:
     launch = current_or_none()
     if launch is None:
@@ -97,8 +104,19 @@ class active:
             raise NKIError(f"kernel '{self.launch.kernel_name}' launched from inside kernel "
                            f"'{self.outer.kernel_name}': NKI kernels do not call other kernels; "
                            "call the inner one as a plain Python function instead")
-        set_current(self.launch)
+        _tls.launch = self.launch
         return self.launch
 
     def __exit__(self, *exc) -> None:
-        set_current(self.outer)
+        _tls.launch = self.outer
+
+
+def fail(instruction: str, message: str, hint: str = "") -> NKIError:
+    """The error of an instruction that broke a rule, naming the kernel (and grid
+    instance) this thread is running, if any, and what to do."""
+    launch = current_or_none()
+    where = f" (kernel '{launch.kernel_name}'{launch.where()})" if launch is not None else ""
+    text = f"{instruction}: {message}{where}"
+    if hint:
+        text += f". {hint}"
+    return NKIError(text)

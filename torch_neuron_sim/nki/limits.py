@@ -57,7 +57,7 @@ def limits_for(profile: str) -> Limits:
 
 def active_profile() -> str:
     """The simulated machine's profile (NEURON_SIM_PROFILE, read by the device table)."""
-    from ..device.device import machine
+    from ..devices.device import machine
     return machine()["profile"]
 
 

@@ -23,7 +23,7 @@ import torch
 
 from . import launch as _launch
 from .dtypes import torch_dtype
-from .errors import fail
+from .launch import fail
 from .index import AffineIndex, access_pattern, affine_to_slices, grid_view
 from .on_chip import ParDim, charge, footprint_of
 

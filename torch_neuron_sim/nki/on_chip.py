@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from .errors import fail
+from .launch import fail
 
 if TYPE_CHECKING:  # annotations only: a tile's dtype is a torch.dtype
     import torch

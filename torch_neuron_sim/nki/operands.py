@@ -14,7 +14,8 @@ import torch
 
 from . import launch as _launch
 from . import ops as _ops
-from .errors import fail, legacy
+from .errors import legacy
+from .launch import fail
 from .memory import NkiTensor, allocate, mark, psum, sbuf
 
 

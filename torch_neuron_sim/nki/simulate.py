@@ -5,13 +5,13 @@ on-chip capacity ones. Arguments become HBM tensors; inputs the kernel writes
 kind: NumPy arrays for NumPy inputs, CPU tensors for tensors."""
 from __future__ import annotations
 
-import os
 from typing import Any, Optional
 
 import numpy as np
 import torch
 
 from . import kernel as _kernel
+from .. import environment
 
 
 def _to_torch(v: Any) -> Any:
@@ -59,7 +59,7 @@ def _target_limits():
     """NEURON_PLATFORM_TARGET_OVERRIDE (trn1/gen2, trn2/gen3, trn3/gen4) picks the
     generation, as for AWS's simulator; otherwise the simulated machine's profile."""
     from .limits import active_limits, limits_for
-    target = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE")
+    target = environment.setting("NEURON_PLATFORM_TARGET_OVERRIDE") or None
     if not target:
         return active_limits()
     if target not in _TARGETS:

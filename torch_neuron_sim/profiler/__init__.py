@@ -17,15 +17,15 @@ Other layers report their work with ``record_collective``,
 """
 from __future__ import annotations
 
-import os
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional, Sequence
 
 import torch
 
 from .. import _C
+from .. import environment
 from ..distributed.collective_ops import is_collective
-from ..device.device import machine as _device_machine
+from ..devices.device import _index as _device_index, machine as _device_machine  # the one device parser
 
 TIMING_ENV = "NEURON_SIM_TIMING"  # "model": torch.neuron.Event.elapsed_time reads the model's clock
 
@@ -179,17 +179,6 @@ def timeline() -> Timeline:
     return Timeline()
 
 
-def _device_index(device: Any) -> int:
-    if device is None:
-        return -1
-    if isinstance(device, int):
-        return device
-    d = torch.device(device)
-    if d.type != "neuron":
-        raise ValueError(f"expected a neuron device, got {d}")
-    return -1 if d.index is None else d.index
-
-
 def record_collective(name: str, nbytes: int, world_size: int, device: Any = None) -> None:
     """A collective (``"all_reduce"``, ``"all_gather_into_tensor"``, ``"reduce_scatter_tensor"``,
     ``"broadcast"``, ``"all_to_all"``, ``"barrier"`` ...) moving one rank's buffer of ``nbytes``
@@ -288,7 +277,7 @@ def _install() -> None:
     # the device timeline of _C through a table of functions handed over here.
     from .. import _kineto
     _kineto._connect(_C._prof_timeline_api())
-    mode = os.environ.get(TIMING_ENV, "").strip().lower()
+    mode = environment.setting(TIMING_ENV).lower()
     if mode not in ("", "wall", "model"):
         raise ValueError(f"{TIMING_ENV}={mode!r}: use 'wall' (the default) or 'model'")
     _C._prof_set_model_clock(mode == "model")

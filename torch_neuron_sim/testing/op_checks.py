@@ -10,7 +10,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from ..device.device import synchronize
+from ..devices.device import synchronize
 from ..execution.tracking import (
     clear_op_tracking, get_executed_ops, get_fallback_ops, get_op_counts, host_device_copies,
 )

@@ -15,11 +15,13 @@ from typing import Sequence
 import torch
 from hypothesis import strategies as st
 
+from ..execution.dtype_policy import WIDE
+
 # The dtypes TorchNeuron computes in (the ones its type converters know).
 FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 INT_DTYPES = (torch.int8, torch.int16, torch.int32, torch.uint8)
 # Stored at full width on neuron, computed in 32 bits by native ops (docs/semantics.md).
-WIDE_DTYPES = (torch.float64, torch.int64)
+WIDE_DTYPES = WIDE  # the 64-bit rule's dtypes (execution/dtype_policy.py)
 ALL_DTYPES = FLOAT_DTYPES + INT_DTYPES + WIDE_DTYPES + (torch.bool,)
 
 LAYOUTS = ("contiguous", "transposed", "strided", "expanded", "channels_last", "offset")

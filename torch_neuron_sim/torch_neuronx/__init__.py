@@ -21,18 +21,19 @@ import sys
 from typing import Any, Callable
 
 from .. import _C as _core
+from .. import environment
 from ..execution import compile_cache
 from .. import memory
 from . import metrics
-from ..device import random as _random, streams as _streams
-from ..device.device import device as _device_context
-from ..device.device import _checked, current_device, device_count, synchronize
+from ..devices import random as _random, streams as _streams
+from ..devices.device import device as _device_context
+from ..devices.device import _checked, current_device, device_count, synchronize
 from ..memory import (  # the caching allocator's numbers, as torch.neuron reports them
     empty_cache, max_memory_allocated, max_memory_reserved, memory_allocated, memory_reserved, memory_stats,
     memory_summary, reset_accumulated_memory_stats, reset_peak_memory_stats,
 )
 from ..execution import tracking
-from ..device.device import _lazy_init as _device_lazy_init, is_initialized as _device_is_initialized
+from ..devices.device import _lazy_init as _device_lazy_init, is_initialized as _device_is_initialized
 from ..execution.tracking import clear_op_tracking, get_executed_ops, get_fallback_ops
 
 __version__ = "0.1.0"  # the public torch_neuronx pre-release this API follows
@@ -117,12 +118,12 @@ class _CInternals:
 
     @staticmethod
     def _neuron_setDevice(device_id: int) -> None:
-        from ..device.device import set_device as _set
+        from ..devices.device import set_device as _set
         _set(device_id)
 
     @staticmethod
     def _neuron_getDeviceProperties(device_id: int) -> Any:
-        from ..device.device import NeuronDeviceProperties, machine
+        from ..devices.device import NeuronDeviceProperties, machine
         _checked(device_id)  # the runtime refuses an index it does not have
         m = machine()
         return NeuronDeviceProperties(m["profile"], m["hbm_per_device"])
@@ -242,12 +243,12 @@ _LOG_LEVELS = {"0": logging.ERROR, "1": logging.WARNING, "2": logging.INFO, "3":
 
 def _configure() -> None:
     log = logging.getLogger("torch_neuron_sim")
-    level = os.environ.get("TORCH_NEURONX_LOG_LEVEL", "").strip().upper()
+    level = environment.setting("TORCH_NEURONX_LOG_LEVEL").upper()
     if level:
         if level not in _LOG_LEVELS:
             raise ValueError(f"TORCH_NEURONX_LOG_LEVEL={level!r}: use 0-3 or ERROR, WARNING, INFO, DEBUG")
         log.setLevel(_LOG_LEVELS[level])
-    path = os.environ.get("TORCH_NEURONX_LOG_FILE", "").strip()
+    path = environment.setting("TORCH_NEURONX_LOG_FILE")
     if path:
         if not log.handlers and not logging.getLogger().handlers:
             # Python prints to stderr only while no handler exists anywhere: keep that
@@ -256,8 +257,7 @@ def _configure() -> None:
         handler = logging.FileHandler(path)  # appends
         handler.setFormatter(logging.Formatter("[Neuron] [%(levelname)s] %(message)s"))
         log.addHandler(handler)
-    only = os.environ.get("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS", "0").strip().lower()
-    tracking.set_fallback_only_for_unimplemented(only in ("1", "true", "yes"))
+    tracking.set_fallback_only_for_unimplemented(environment.flag("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS"))
     if _alias.enabled():
         _alias.install_finder(_alias_top_level)  # find_spec/import of torch_neuronx, nki, neuronxcc find the emulator's
 

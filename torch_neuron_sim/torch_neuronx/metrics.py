@@ -27,10 +27,10 @@ its launches:
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Iterable, Optional
 
 from .. import _C
+from .. import environment
 
 _COUNTERS = {
     "CompilationCache.TotalCompilations": "total_compilations",
@@ -200,5 +200,4 @@ def get_compilation_metrics() -> dict[str, object]:
 
 
 def _install() -> None:
-    flag = os.environ.get("TORCH_NEURONX_METRICS_ENABLED", "").strip().lower()
-    set_enabled(flag in ("1", "true", "yes"))
+    set_enabled(environment.flag("TORCH_NEURONX_METRICS_ENABLED"))

@@ -7,7 +7,6 @@ from its own; helpers that drive the compiler or NKI are not provided.
 """
 from __future__ import annotations
 
-import os
 import warnings
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator
@@ -15,12 +14,9 @@ from typing import Any, Iterable, Iterator
 import torch
 
 from ..execution import native_ops
-from ..device.device import current_device, machine
-from ..device.streams import launch_blocking
-
-
-def _env_is(name: str, default: str, *truthy: str) -> bool:
-    return os.environ.get(name, default).strip().lower() in truthy
+from .. import environment
+from ..devices.device import current_device, machine
+from ..devices.streams import launch_blocking
 
 
 # ---- environment switches (torch_neuronx reads the same variables) -------------------------
@@ -34,23 +30,23 @@ def is_sync_mode_enabled() -> bool:
 
 def use_mlir_aten_ops() -> bool:
     """TORCH_NEURONX_MLIR_ATEN_OPS=1, which importing torch_neuronx sets by default."""
-    return _env_is("TORCH_NEURONX_MLIR_ATEN_OPS", "1", "1")
+    return environment.flag("TORCH_NEURONX_MLIR_ATEN_OPS", True)
 
 
 def is_stablehlo_enabled() -> bool:
-    return not _env_is("TORCH_NEURONX_ENABLE_STABLEHLO", "1", "0", "false")
+    return environment.flag("TORCH_NEURONX_ENABLE_STABLEHLO", True)
 
 
 def skip_op_preconditions() -> bool:
-    return _env_is("TORCH_NEURONX_SKIP_OP_PRECONDITIONS", "0", "1")
+    return environment.flag("TORCH_NEURONX_SKIP_OP_PRECONDITIONS")
 
 
 def is_neff_cache_disabled() -> bool:
-    return _env_is("TORCH_NEURONX_DISABLE_NEFF_CACHE", "", "1", "true", "yes")
+    return environment.flag("TORCH_NEURONX_DISABLE_NEFF_CACHE")
 
 
 def get_gmm_align() -> int:
-    return int(os.environ.get("TORCH_NEURONX_ATEN_GMM_ALIGN", "128"))
+    return int(environment.setting("TORCH_NEURONX_ATEN_GMM_ALIGN", "128"))
 
 
 # ---- the machine ---------------------------------------------------------------------------
@@ -66,7 +62,7 @@ def get_lnc_setting() -> str:
 
 
 def get_logical_neuron_cores() -> str:
-    return os.environ.get("NEURON_LOGICAL_NC_CONFIG") or get_lnc_setting()
+    return environment.setting("NEURON_LOGICAL_NC_CONFIG") or get_lnc_setting()
 
 
 def get_worker_multiplier() -> int:

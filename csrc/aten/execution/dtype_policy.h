@@ -17,6 +17,11 @@ DtypePolicy dtypePolicy();
 
 // The dtypes the rule is about: the device has no 64-bit arithmetic for them.
 inline bool isWide(at::ScalarType s) { return s == at::kDouble || s == at::kLong; }
+// The 32-bit dtype the device computes a wide one in (the rule's one table; Python
+// reads it through _C._narrowed_dtypes(): execution/dtype_policy.py, nki, compile, testing).
+inline at::ScalarType narrowedDtype(at::ScalarType s) {
+  return s == at::kDouble ? at::kFloat : (s == at::kLong ? at::kInt : s);
+}
 // The 64-bit integer dtypes a compiled graph's inputs hold as int32 values on the
 // device (wrapped through int32 at launch). The one list: the launch check reads
 // it here, Python (execution/dtype_policy.py) through _C._wide_int_dtypes().
@@ -29,7 +34,7 @@ inline bool isWideInt(at::ScalarType s) {
 // The dtype the device computes a wide one in, under the current policy.
 inline at::ScalarType computedDtype(at::ScalarType s) {
   if (!isWide(s) || dtypePolicy() != DtypePolicy::kTrainium) return s;  // the policy only for a wide one
-  return s == at::kDouble ? at::kFloat : (s == at::kLong ? at::kInt : s);
+  return narrowedDtype(s);
 }
 
 // What one call narrowed, so its results can be widened again.

@@ -34,6 +34,7 @@
 #include "aten/execution/fallback_alias.h"
 #include "aten/execution/fallback_policy.h"
 #include "aten/execution/fast_path.h"
+#include "aten/execution/finish_op.h"
 #include "aten/execution/numerics.h"
 #include "aten/execution/op_table.h"
 #include "aten/execution/placement.h"
@@ -154,13 +155,7 @@ void runNative(const c10::OperatorHandle& op, OpEntry& e, Stack* stack, const Ca
   for (size_t i = stack->size() - nret; i < stack->size(); ++i)
     (*stack)[i] = resultToDevice((*stack)[i], aliased, device);
   for (auto& a : aliased) recycleHostAlias(std::move(a.alias));  // results hold originals now, not aliases
-  // Counted once the op succeeded: a call that raised neither ran nor compiled.
-  if (!e.never.load(std::memory_order_relaxed)) e.executed.fetch_add(1, std::memory_order_relaxed);
-  const bool compiled = noteCompiled(e, facts.signature, facts.device);
-  if (C10_UNLIKELY(record)) {
-    if (compiled) recordCompile(e, device);  // on the timeline before the kernel's event
-    record->finish(c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - nret, nret));
-  }
+  finishOp(e, facts, record, c10::ArrayRef<c10::IValue>(stack->data() + stack->size() - nret, nret));
 }
 
 void returnsToDevice(const c10::OperatorHandle& op, Stack* stack, int device) {

@@ -60,6 +60,7 @@
 #include "aten/execution/device_events.h"
 #include "aten/execution/execution.h"
 #include "aten/execution/fallback_policy.h"
+#include "aten/execution/finish_op.h"
 #include "aten/execution/numerics.h"
 #include "aten/execution/op_table.h"
 #include "aten/execution/report_measures.h"
@@ -129,8 +130,7 @@ struct Unboxed<Op, at::Tensor(Args...)> {
     runtime::HostAccess access;  // NEURON_SIM_PROTECT: the kernel touches arena pages
     at::Tensor out;
     if (!kernel(e, facts, out, args...)) return std::nullopt;
-    e.executed.fetch_add(1, std::memory_order_relaxed);  // counted once the op succeeded, as in runNative
-    noteCompiled(e, facts.signature, facts.device);
+    finishOp(e, facts);
     return out;
   }
 
@@ -147,14 +147,8 @@ struct Unboxed<Op, at::Tensor(Args...)> {
       timer.cancel();
       return std::nullopt;
     }
-    e.executed.fetch_add(1, std::memory_order_relaxed);
-    const bool compiled = noteCompiled(e, facts.signature, facts.device);
-    if (C10_UNLIKELY(record)) {
-      if (compiled) recordCompile(e, facts.device);  // on the timeline before the kernel's event
-      const c10::IValue result(out);
-      record->finish(c10::ArrayRef<c10::IValue>(&result, 1));
-      timer.endAt(record->endNs());
-    }
+    finishOp(e, facts, record, c10::IValue(out));
+    if (C10_UNLIKELY(record)) timer.endAt(record->endNs());
     return out;
   }
 
@@ -246,14 +240,8 @@ struct UnboxedOut<Op, Shape, at::Tensor&(Args...)> {
       timer.cancel();
       return false;
     }
-    e.executed.fetch_add(1, std::memory_order_relaxed);
-    const bool compiled = noteCompiled(e, facts.signature, facts.device);
-    if (C10_UNLIKELY(record)) {
-      if (compiled) recordCompile(e, facts.device);
-      const c10::IValue result(out);
-      record->finish(c10::ArrayRef<c10::IValue>(&result, 1));
-      timer.endAt(record->endNs());
-    }
+    finishOp(e, facts, record, c10::IValue(out));
+    if (C10_UNLIKELY(record)) timer.endAt(record->endNs());
     return true;
   }
 

@@ -87,10 +87,13 @@ OpEntry& opEntry(const c10::OperatorHandle& op);
 // The entry of a kernel registered directly (not through the boxed path),
 // found once: `static OpEntry& e = kernelEntry("aten::clone", "");`
 OpEntry& kernelEntry(const char* name, const char* overload);
-// A direct kernel of the device that records its run (aten::empty, aten::clone...).
-inline void recordKernelRun(OpEntry& e) {
+// The op ran: counted unless the tracking rules say never (the one counting rule of
+// every path: finish_op.h, the direct kernels below, collectives).
+inline void countOp(OpEntry& e) {
   if (!e.never.load(std::memory_order_relaxed)) e.executed.fetch_add(1, std::memory_order_relaxed);
 }
+// A direct kernel of the device that records its run (aten::empty, aten::clone...).
+inline void recordKernelRun(OpEntry& e) { countOp(e); }
 
 // The rules of tracking.rules: names recorded instead of the overload that
 // ran, ops never recorded, fallbacks exempt from recording (exact names), and

@@ -165,7 +165,7 @@ def _as_device_computes(actual, expected):
 
 
 def _device_policy() -> str:
-    import torch_neuron_sim.dtype_policy as dp
+    import torch_neuron_sim.execution.dtype_policy as dp
 
     return dp.get_dtype_policy()
 

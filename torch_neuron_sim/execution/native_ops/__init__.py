@@ -20,6 +20,7 @@ from typing import Iterable, Iterator
 import torch
 
 from ... import _C, torch_versions
+from ... import environment
 
 DEFAULT_TABLE = torch_versions.current().native_ops  # chosen by the running torch's version
 _HERE = Path(__file__).parent
@@ -269,4 +270,4 @@ def version() -> str:
 
 def _load_default() -> None:
     _apply_rules()
-    load(os.environ.get("NEURON_SIM_NATIVE_OPS") or DEFAULT_TABLE)
+    load(environment.setting("NEURON_SIM_NATIVE_OPS") or DEFAULT_TABLE)

@@ -12,12 +12,12 @@ equal to CPU dropout); NEURON_SIM_RNG=all makes the fallback's random ops draw
 from the device's generator too, modelling a release where all are native."""
 from __future__ import annotations
 
-import os
 from typing import Iterable
 
 import torch
 
 from .. import _C
+from .. import environment
 from .device import _checked, _DeviceLike, device_count
 
 
@@ -102,7 +102,7 @@ def rng_source() -> str:
 
 
 def _install() -> None:
-    value = os.environ.get(RNG_ENV, "").strip().lower() or "device"
+    value = environment.setting(RNG_ENV, "device").lower()
     if value not in _SOURCES:
         raise ValueError(f"{RNG_ENV}={value!r}: use 'device' (default, as the release), 'cpu' or 'all'")
     set_rng_source(value)

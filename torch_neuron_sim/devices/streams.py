@@ -13,12 +13,12 @@ that synchronous execution hides.
 """
 from __future__ import annotations
 
-import os
 from typing import Any, Optional
 
 import torch
 
 from .. import _C
+from .. import environment
 from .device import _checked, _DeviceLike, _set_thread_device, current_device, set_device
 from .device import synchronize  # re-exported: torch.neuron.synchronize
 
@@ -39,7 +39,7 @@ def launch_blocking() -> bool:
     is "1". The emulator always does the latter, which is also a valid
     schedule of the asynchronous mode; the variable is read for code that
     branches on it (the package sets it to "1" if it is unset)."""
-    return os.environ.get("NEURON_LAUNCH_BLOCKING", "1") == "1"
+    return environment.flag("NEURON_LAUNCH_BLOCKING", True)
 
 
 class Stream(torch.Stream):

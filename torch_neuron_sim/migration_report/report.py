@@ -49,7 +49,7 @@ import torch
 
 from .. import _C, memory
 from ..execution import native_ops, numerics, tracking
-from ..device.device import machine as _machine
+from ..devices.device import machine as _machine
 from ..distributed.collective_ops import POINT_TO_POINT_OPS
 from .page_sections import TIMELINE_EVENTS
 from .run_timeline import PendingTimeline, start_trace, stop_trace
