@@ -312,6 +312,8 @@ HUGE = textwrap.dedent("""\
     """)
 
 
+@pytest.mark.xfail(strict=True, reason="known defect: the report's HBM series sums the bytes tensors asked for, "
+                   "its peak card the caching allocator's rounded blocks, so the two peaks differ")
 def test_huge_run_is_downsampled(tmp_path, chromium):
     html, js = tmp_path / "huge.html", tmp_path / "huge.json"
     r = run_report(tmp_path, "--json", "--output", str(js), "--html", str(html), script=HUGE, name="huge.py",

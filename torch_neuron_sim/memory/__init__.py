@@ -251,3 +251,9 @@ def check_guards() -> None:
         lines.append(f"- neuron:{dev} block of {size} bytes at {ptr:#x}: first damaged byte {where}; "
                      f"allocated at (most recent call last):\n{site.rstrip()}")
     raise RuntimeError("\n".join(lines))
+
+
+def cached_blocks(device: int) -> int:
+    """Free blocks cached in a device's segments (torch_neuronx's
+    NeuronCachingAllocator.getCachedBlocks)."""
+    return sum(not live for seg in _C._segments(device) for *_, live in seg[3])

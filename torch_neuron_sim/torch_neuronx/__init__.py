@@ -64,7 +64,7 @@ class _NeuronCachingAllocator:
     @staticmethod
     def getCachedBlocks() -> int:
         """Free blocks cached in the current device's segments."""
-        return sum(not live for seg in _core._segments(current_device()) for *_, live in seg[3])
+        return memory.cached_blocks(current_device())
 
 
 def _copy_entry(direction: str) -> Callable:

@@ -34,7 +34,10 @@ def _norms(dtype, data):
     # The same decomposition computes bf16 intermediates where CPU's kernel
     # keeps fp32: the saved mean and rstd are rounded to bf16, and the
     # backward subtracts O(3) terms built on them: 8 bf16 ulps at 1.0.
-    tol = dict(rtol=1.6e-2, atol=6.4e-2) if dtype == BF16 else {}
+    # float32: the device runs PyTorch's composite math_group_norm, the CPU its fused kernel;
+    # on a group of near-equal values (variance ~0) x - mean is a rounding residue that
+    # rsqrt(eps) ~ 316 amplifies, so the two sums' orders differ by ~1e-5 in the output.
+    tol = dict(rtol=1.6e-2, atol=6.4e-2) if dtype == BF16 else dict(rtol=1.3e-6, atol=1e-4)
     parity(lambda x, w, b: F.group_norm(x, 2, w, b), xg, w, b, grad=True, **tol)
     parity(lambda x, w, b: F.rms_norm(x.transpose(1, -1), (4,), w), x, w, b, grad=True)
     parity(lambda x: F.normalize(x, dim=1), x, grad=True)
