@@ -69,11 +69,11 @@ void registerExecutionBindings(py::module_& m) {
       (*messages)[name] = *message;
     }
     Precondition refuse = [](const c10::OperatorHandle& op, const torch::jit::Stack&) {
-      const auto& n = op.schema().operator_name();
+      const std::string& name = opEntry(op).name;  // the one spelling of an op's name (op_table.cpp)
       std::string text;
       {
         std::lock_guard<std::mutex> g(mu);
-        text = messages->at(n.overload_name.empty() ? n.name : n.name + "." + n.overload_name);
+        text = messages->at(name);
       }
       TORCH_CHECK_VALUE(false, text);
     };

@@ -8,6 +8,9 @@
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
+#include <string>
+
+#include "runtime/environment.h"
 
 namespace neuron_sim::runtime {
 namespace {
@@ -23,11 +26,6 @@ const std::vector<Profile>& profiles() {
       {"trn3", 8, 2, {1, 2}, 144 * GiB, 16, "a 16-chip trn3 instance"},
   };
   return all;
-}
-
-const char* env(const char* name) {
-  const char* v = std::getenv(name);
-  return (v && *v) ? v : nullptr;
 }
 
 // An int, whole value only: a value out of int's range is refused, not wrapped
@@ -82,7 +80,8 @@ std::vector<int> parseCoreList(const std::string& spec) {
 
 DeviceTable readDeviceTable() {
   DeviceTable t;
-  std::string name = env("NEURON_SIM_PROFILE") ? env("NEURON_SIM_PROFILE") : "trn2";
+  std::string name = envValue("NEURON_SIM_PROFILE");
+  if (name.empty()) name = "trn2";
   auto it = std::find_if(profiles().begin(), profiles().end(),
                          [&](const Profile& p) { return p.name == name; });
   if (it == profiles().end())
@@ -90,23 +89,25 @@ DeviceTable readDeviceTable() {
   t.profile = *it;
 
   t.lnc = t.profile.default_lnc;
-  if (const char* v = env("NEURON_LOGICAL_NC_CONFIG")) {
-    t.lnc = parseInt("NEURON_LOGICAL_NC_CONFIG", v);
+  if (const std::string v = envValue("NEURON_LOGICAL_NC_CONFIG"); !v.empty()) {
+    t.lnc = parseInt("NEURON_LOGICAL_NC_CONFIG", v.c_str());
     const auto& ok = t.profile.allowed_lnc;
     if (std::find(ok.begin(), ok.end(), t.lnc) == ok.end())
       throw std::runtime_error("NEURON_LOGICAL_NC_CONFIG=" + std::string(v) + " is not supported on " +
                                t.profile.name + (t.profile.name == "trn1" ? " (only 1)" : " (1 or 2)"));
   }
-  const bool chips_given = env("NEURON_SIM_CHIPS") != nullptr;
+  const std::string chips = envValue("NEURON_SIM_CHIPS");
+  const bool chips_given = !chips.empty();
   if (chips_given) {
-    t.chips = parseInt("NEURON_SIM_CHIPS", env("NEURON_SIM_CHIPS"));
+    t.chips = parseInt("NEURON_SIM_CHIPS", chips.c_str());
     if (t.chips < 1) throw std::runtime_error("NEURON_SIM_CHIPS must be at least 1");
     if (t.chips > kMaxCoreId)  // chips times cores per chip must stay an int
       throw std::runtime_error("NEURON_SIM_CHIPS=" + std::to_string(t.chips) + " is more chips than any machine has");
   }
   // Each logical core owns an equal share of its chip's HBM.
   t.hbm_per_device = t.profile.hbm_bytes_per_chip / t.logicalCoresPerChip();
-  if (const char* v = env("NEURON_SIM_HBM_GB")) {
+  if (const std::string text = envValue("NEURON_SIM_HBM_GB"); !text.empty()) {
+    const char* v = text.c_str();
     char* end = nullptr;
     double gb = std::strtod(v, &end);
     // Finite and at most kMaxHbmGiB: "nan", "inf" or "1e30" would overflow the byte count.
@@ -131,7 +132,7 @@ DeviceTable readDeviceTable() {
                                "simulate a machine of that size");
     t.chips = (cores + per_chip - 1) / per_chip;
   };
-  if (const char* v = env("NEURON_RT_VISIBLE_CORES")) {
+  if (const std::string v = envValue("NEURON_RT_VISIBLE_CORES"); !v.empty()) {
     t.visible = parseCoreList(v);
     for (int c : t.visible) {
       if (c < 0) throw std::runtime_error("NEURON_RT_VISIBLE_CORES names core " + std::to_string(c));
@@ -143,8 +144,8 @@ DeviceTable readDeviceTable() {
     }
   } else {
     int n = t.logicalCoresTotal();
-    if (const char* v = env("NEURON_RT_NUM_CORES")) {
-      n = parseInt("NEURON_RT_NUM_CORES", v);
+    if (const std::string v = envValue("NEURON_RT_NUM_CORES"); !v.empty()) {
+      n = parseInt("NEURON_RT_NUM_CORES", v.c_str());
       if (n < 0) throw std::runtime_error("NEURON_RT_NUM_CORES=" + std::string(v) + " must not be negative");
       fit(n, "NEURON_RT_NUM_CORES=" + std::string(v));
       if (n > t.logicalCoresTotal())

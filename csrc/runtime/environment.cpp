@@ -22,4 +22,9 @@ bool envFlag(const char* name, bool default_value) {
   return v == "1" || v == "true" || v == "yes" || v == "on";
 }
 
+bool runtimeSwitch(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && v[0] == '1' && v[1] == '\0';
+}
+
 }  // namespace neuron_sim::runtime

@@ -11,5 +11,8 @@ namespace neuron_sim::runtime {
 // The variable's value, surrounding spaces trimmed; empty when unset.
 std::string envValue(const char* name);
 bool envFlag(const char* name, bool default_value = false);
+// A switch of the Neuron runtime itself (NEURON_RT_*), read as the runtime
+// reads it: on only when its value is exactly "1".
+bool runtimeSwitch(const char* name);
 
 }  // namespace neuron_sim::runtime

@@ -1,4 +1,5 @@
 #include "runtime/numerics.h"
+#include "runtime/environment.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -51,7 +52,7 @@ const TypeName kAutoCastTypes[] = {{"bf16", Format::kBFloat16}, {"fp16", Format:
   // The compiler's argument error, which the device reports when the op compiles.
   throw std::invalid_argument("neuronx-cc: error: argument " + flag + ": invalid choice: '" + value +
                               "' (choose from " + choices + ") [NEURON_CC_FLAGS=\"" +
-                              (std::getenv("NEURON_CC_FLAGS") ? std::getenv("NEURON_CC_FLAGS") : "") + "\"]");
+                              envValue("NEURON_CC_FLAGS") + "\"]");
 }
 
 // The flags as the compiler reads them: "--flag value" or "--flag=value", the
@@ -94,9 +95,9 @@ void parseCcFlags(const std::string& flags, Settings& s) {
 
 Settings fromEnvironment() {
   Settings s;
-  const char* en = std::getenv("NEURON_RT_STOCHASTIC_ROUNDING_EN");
-  s.stochastic = en && std::strcmp(en, "1") == 0;
-  if (const char* seed = std::getenv("NEURON_RT_STOCHASTIC_ROUNDING_SEED"); seed && *seed) {
+  s.stochastic = runtimeSwitch("NEURON_RT_STOCHASTIC_ROUNDING_EN");
+  if (const std::string text = envValue("NEURON_RT_STOCHASTIC_ROUNDING_SEED"); !text.empty()) {
+    const char* seed = text.c_str();
     char* end = nullptr;
     errno = 0;
     const unsigned long long v = std::strtoull(seed, &end, 0);
@@ -105,10 +106,8 @@ Settings fromEnvironment() {
                                               "got '") + seed + "'");
     s.seed = v;
   }
-  if (const char* flags = std::getenv("NEURON_CC_FLAGS")) {
-    s.cc_flags = flags;
-    parseCcFlags(s.cc_flags, s);
-  }
+  s.cc_flags = envValue("NEURON_CC_FLAGS");
+  parseCcFlags(s.cc_flags, s);
   return s;
 }
 

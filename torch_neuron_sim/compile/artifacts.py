@@ -9,29 +9,28 @@ The release's stablehlo/ and raw/ directories have no counterpart: nothing
 is lowered to StableHLO here. Nothing is written by default."""
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
-_TRUE = ("1", "true", "yes", "on")
+from ..environment import flag, setting
 
 
 def preserve() -> bool:
-    return os.environ.get("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS", "").strip().lower() in _TRUE
+    return flag("TORCH_NEURONX_PRESERVE_COMPILATION_ARTIFACTS")
 
 
 def debug_dir() -> Path:
-    return Path(os.environ.get("TORCH_NEURONX_DEBUG_DIR", "").strip() or "/tmp/neuron_backend")
+    return Path(setting("TORCH_NEURONX_DEBUG_DIR", "/tmp/neuron_backend"))
 
 
 def _rank() -> int:
     import torch.distributed as dist
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank()
-    return int(os.environ.get("RANK", "0") or 0)
+    return int(setting("RANK", "0"))
 
 
 def write(name: str, gm: torch.fx.GraphModule, fn: Any) -> None:

@@ -31,8 +31,8 @@ _UNSUPPORTED = ("sparse", "quantize", "aten::q_", "aten::int_repr", "mkldnn")
 
 
 def op_name(op: torch._ops.OpOverload) -> tuple[str, str]:
-    s = op._schema
-    return (f"{s.name}.{s.overload_name}" if s.overload_name else s.name), s.name
+    """(name with overload, name without), as the dispatcher spells them ("aten::add.Tensor", "aten::add")."""
+    return op.name(), op._schema.name
 
 
 def _directly_lowered(op: torch._ops.OpOverload, native: set[str], untracked: set[str]) -> bool:

@@ -12,8 +12,9 @@ from .. import _C
 _DeviceLike = Union[int, str, torch.device, None]
 
 
-def _index(device: _DeviceLike, *, optional: bool = True) -> int:
-    """A device index from an int, "neuron", "neuron:1" or torch.device."""
+def _index(device: _DeviceLike) -> int:
+    """A device index from an int, "neuron", "neuron:1" or torch.device (None, "neuron":
+    the current device). The package's one device parser."""
     if device is None or (isinstance(device, str) and device == "neuron"):
         return _C._current_device()
     if isinstance(device, str):

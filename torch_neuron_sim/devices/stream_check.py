@@ -21,7 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from .. import _C
-from .device import current_device
+from .device import _index
 from .streams import _DEVICE_TYPE, current_stream_id
 
 __all__ = ["StreamOrderError", "check_stream_order"]
@@ -64,8 +64,7 @@ class _StreamOrderMode(TorchDispatchMode):
         found = {t.device.index for t in _neuron_tensors((args, kwargs))}
         dev = kwargs.get("device")
         if dev is not None and torch.device(dev).type == "neuron":
-            d = torch.device(dev)
-            found.add(d.index if d.index is not None else current_device())
+            found.add(_index(dev))
         return sorted(found)
 
     def _check(self, t: torch.Tensor, write: bool, now: _Access) -> None:

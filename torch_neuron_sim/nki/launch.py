@@ -30,16 +30,6 @@ class EngineWork:
         self.dma_bytes = 0.0
         self.hbm_bytes = 0.0
 
-    def merge(self, other: "EngineWork") -> None:
-        for k, v in other.instructions.items():
-            self.instructions[k] += v
-        for k, v in other.cycles_elems.items():
-            self.cycles_elems[k] += v
-        for k, v in other.flops.items():
-            self.flops[k] += v
-        self.dma_bytes += other.dma_bytes
-        self.hbm_bytes += other.hbm_bytes
-
 
 class Launch:
     def __init__(self, kernel_name: str, limits: Limits, grid: tuple, device: str = "cpu",

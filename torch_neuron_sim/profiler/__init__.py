@@ -165,14 +165,6 @@ class Timeline:
     def __exit__(self, *exc: Any) -> None:
         self.stop()
 
-    def busy_seconds(self) -> dict:
-        """Modelled busy time per (device, stream)."""
-        out: dict = {}
-        for e in self.events:
-            key = (e["device"], e["stream"])
-            out[key] = out.get(key, 0.0) + e["seconds"]
-        return out
-
 
 def timeline() -> Timeline:
     """``with torch_neuron_sim.profiler.timeline() as t: ...`` then ``t.events``."""
@@ -255,8 +247,7 @@ def register_graph(name: str, gm: torch.fx.GraphModule) -> int:
         outs = [_desc(t) for t in _tensors(n.meta["val"])]
         if n in outputs:
             crossing += sum(t.numel() * min(t.element_size(), 4) for t in _tensors(n.meta["val"]))
-        ns, _, op = n.target._schema.name.partition("::")
-        nodes.append((f"{ns}::{op}", ins, outs, float(crossing)))
+        nodes.append((n.target._schema.name, ins, outs, float(crossing)))
     return _C._prof_register_graph(name, nodes)
 
 

@@ -160,15 +160,3 @@ def index_tensors(size: int, shape: Sequence[int] | st.SearchStrategy | None = N
     lo = -size if negative else 0
     return tensors(dtype=dtype, shape=shape if shape is not None else shapes(1, 2, 0, 4),
                    layouts=("contiguous", "strided", "offset"), low=lo, high=max(size - 1, lo))
-
-
-def layouts_of(n_dims: int) -> tuple[str, ...]:
-    """The layouts that change something for a tensor of `n_dims` dims."""
-    out = ["contiguous", "offset"]
-    if n_dims >= 1:
-        out += ["strided", "expanded"]
-    if n_dims >= 2:
-        out.append("transposed")
-    if n_dims in (4, 5):
-        out.append("channels_last")
-    return tuple(out)

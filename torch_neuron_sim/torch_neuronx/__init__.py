@@ -27,7 +27,7 @@ from .. import memory
 from . import metrics
 from ..devices import random as _random, streams as _streams
 from ..devices.device import device as _device_context
-from ..devices.device import _checked, current_device, device_count, synchronize
+from ..devices.device import _checked, _index, current_device, device_count, synchronize
 from ..memory import (  # the caching allocator's numbers, as torch.neuron reports them
     empty_cache, max_memory_allocated, max_memory_reserved, memory_allocated, memory_reserved, memory_stats,
     memory_summary, reset_accumulated_memory_stats, reset_peak_memory_stats,
@@ -177,19 +177,7 @@ def set_device(device: int) -> None:
 def get_device_properties(device: Any = None) -> Any:
     """An index or "neuron:i": the device's name (instance family) and
     total_memory; an invalid one is a ValueError "Invalid device id: N"."""
-    import torch
-
-    if device is None:
-        device_id = current_device()
-    elif isinstance(device, str) and "neuron" in device:
-        parsed = torch.device(device)
-        device_id = parsed.index if parsed.index is not None else 0
-    elif isinstance(device, torch.device):
-        if device.type != "neuron":
-            raise ValueError(f"Expected neuron device, got {device.type}")
-        device_id = device.index if device.index is not None else 0
-    else:
-        device_id = int(device)
+    device_id = current_device() if device is None else _index(device)
     if device_id < 0 or device_id >= device_count():
         raise ValueError(f"Invalid device id: {device_id}")
     _lazy_init()

@@ -24,23 +24,23 @@ import importlib
 import importlib.abc
 import importlib.util
 import logging
-import os
 import sys
 from typing import Any, Callable, Optional
+
+from ..environment import flag
 
 ALIAS_ENV = "NEURON_SIM_TORCH_NEURONX_ALIAS"
 _PACKAGE = __name__.rsplit(".", 2)[0]  # torch_neuron_sim
 # The names answered, and the emulator's module each top-level name resolves to.
 _TARGETS = {"torch_neuronx": f"{_PACKAGE}.torch_neuronx", "nki": f"{_PACKAGE}.nki",
             "neuronxcc": None}  # neuronxcc: the stand-in holding only its nki package
-_OFF = ("0", "false", "no", "off")
 _log = logging.getLogger("torch_neuron_sim")
 _refused: set = set()
 
 
 def enabled() -> bool:
-    """Whether the automatic alias is on (NEURON_SIM_TORCH_NEURONX_ALIAS unset or not 0/false/no/off)."""
-    return os.environ.get(ALIAS_ENV, "").strip().lower() not in _OFF
+    """Whether the automatic alias is on (NEURON_SIM_TORCH_NEURONX_ALIAS unset, or a true switch)."""
+    return flag(ALIAS_ENV, True)
 
 
 def _ours(module: Any) -> bool:

@@ -3,7 +3,7 @@
 function set (the real `torch_neuronx/neuron.py`)."""
 from .. import memory
 from ..devices.device import (
-    NeuronDeviceProperties, _is_in_bad_fork, _lazy_init, _sleep, current_device, device, device_count,
+    NeuronDeviceProperties, _index, _is_in_bad_fork, _lazy_init, _sleep, current_device, device, device_count,
     get_amp_supported_dtype, get_device_capability, get_device_name, init, is_available, is_bf16_supported,
     is_initialized, synchronize,
 )
@@ -34,18 +34,11 @@ def set_device(device) -> None:
     """Set the current neuron device: an index, a torch.device or "neuron:i" (None: the current one)."""
     from .. import torch_neuronx
 
-    if isinstance(device, str):
-        import torch
-
-        device = torch.device(device)
-    index = getattr(device, "index", device)
-    if index is None:
-        index = current_device()
-    torch_neuronx.set_device(index)
+    torch_neuronx.set_device(current_device() if device is None else _index(device))
 
 
 def get_device_properties(device=None):
     """name (the instance family) and total_memory (HBM bytes per device) of a device."""
     from .. import torch_neuronx
 
-    return torch_neuronx.get_device_properties(str(device) if device is not None else current_device())
+    return torch_neuronx.get_device_properties(current_device() if device is None else device)

@@ -15,6 +15,7 @@
 #include "aten/runtime_call.h"
 #include "runtime/device.h"
 #include "runtime/device_timeline.h"
+#include "runtime/environment.h"
 #include "runtime/stream.h"
 
 namespace neuron_sim {
@@ -28,10 +29,7 @@ thread_local std::array<c10::StreamId, kMaxDevices> t_current_stream{};  // 0: d
 // exactly "1", the runtime runs one stream per device and every new stream is
 // the default stream. A program that sets it after import gets distinct
 // streams from then on (creating a stream is not on the per-op path).
-bool multiStream() {
-  const char* env = std::getenv("NEURON_RT_ENABLE_HOST_CC");
-  return env != nullptr && env[0] == '1' && env[1] == '\0';
-}
+bool multiStream() { return runtime::runtimeSwitch("NEURON_RT_ENABLE_HOST_CC"); }
 
 runtime::StreamRef ref(const c10::Stream& s) { return {s.device_index(), s.id()}; }
 

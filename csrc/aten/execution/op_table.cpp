@@ -80,6 +80,7 @@ OpEntry& opEntry(const c10::OperatorHandle& op) {
     slot = std::make_unique<OpEntry>();
     const auto& name = op.schema().operator_name();
     slot->base = name.name;
+    // The one place an op's name is spelled ("aten::add.Tensor"; "aten::relu" for the default overload).
     slot->name = name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
     slot->native = isNative(t, *slot);
     auto hk = hostKernels().find(slot->name);
