@@ -78,4 +78,7 @@ class MatchTable {
   int size_;
 };
 
+// The table keeps the records point_to_point_work.cpp writes, word for word.
+static_assert(MatchTable::kRecordWords == static_cast<size_t>(kRecordSlots), "a match-table record is a p2p record");
+
 }  // namespace neuron_sim::distributed

@@ -55,10 +55,7 @@ struct PointToPoint::Matching {
     strays.emplace(std::make_tuple(src, tag, field(taken, kIndex)), taken);
     cv.notify_all();
     for (auto& w : unstarted[{src, tag}])
-      if (auto other = std::static_pointer_cast<Completion>(w.lock())) {
-        if (other->armed) carry(other);
-        other->kicked = true;  // else carried as soon as its body is set
-      }
+      if (auto other = std::static_pointer_cast<Completion>(w.lock())) carry(other);  // or once armed
     unstarted.erase({src, tag});
     auto key = std::make_tuple(src, tag, index);
     TORCH_CHECK_WITH(DistBackendError, cv.wait_for(lock, timeout, [&] { return strays.count(key) > 0; }),
@@ -137,6 +134,7 @@ WorkPtr PointToPoint::sendByMessages(const at::Tensor& t, int dst, int tag) {
     keep.clear();  // staging buffers leave HBM accounting as the send completes
     return err;
   };
+  arm(c);
   carry(c);
   return newWork(c, c10d::OpType::SEND, t);
 }
@@ -165,7 +163,7 @@ WorkPtr PointToPoint::recvByMessages(const at::Tensor& t, int src, int tag) {
       auto& named = m->unstarted[{from, tag}];
       std::erase_if(named, [](const std::weak_ptr<void>& o) {
         auto other = std::static_pointer_cast<Completion>(o.lock());
-        return !other || other->claimed.load();
+        return !other || other->claimed();
       });
       named.push_back(w);
     }
@@ -221,13 +219,8 @@ WorkPtr PointToPoint::recvByMessages(const at::Tensor& t, int src, int tag) {
     steps.clear();
     return err;
   };
-  if (src < 0) {
-    carry(c);
-  } else {
-    std::lock_guard<std::mutex> g(m->mu);
-    c->armed = true;
-    if (c->kicked) carry(c);
-  }
+  arm(c);
+  if (src < 0) carry(c);
   return newWork(c, src >= 0 ? c10d::OpType::RECV : c10d::OpType::RECVANYSOURCE, t);
 }
 

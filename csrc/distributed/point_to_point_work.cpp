@@ -77,15 +77,36 @@ std::exception_ptr explain(const std::string& what, const std::string& missing, 
   return std::make_exception_ptr(c10::DistBackendError(c10::SourceLocation{__func__, __FILE__, __LINE__}, msg));
 }
 
+namespace {
+
+// Moves `c` from `from` to `to`: false when another thread moved it first or it is elsewhere.
+bool step(Completion& c, Stage from, Stage to) { return c.stage.compare_exchange_strong(from, to); }
+
+void handOver(const std::shared_ptr<Completion>& c) {
+  // Weakly: a claimed one's tensors (HBM accounting) must not wait for this thread.
+  runOnCarrierThread([w = std::weak_ptr<Completion>(c)] {
+    if (auto c = w.lock()) c->runUnlessClaimed();
+  });
+}
+
+}  // namespace
+
+void arm(const std::shared_ptr<Completion>& c) {
+  if (step(*c, Stage::kPosting, Stage::kReady)) return;
+  // Asked to run before now (kWanted): straight to a carrier thread.
+  c->stage.store(Stage::kCarried);
+  handOver(c);
+}
+
 void Completion::runUnlessClaimed() {
-  if (claimed.exchange(true)) return;
+  if (!step(*this, Stage::kReady, Stage::kRunning) && !step(*this, Stage::kCarried, Stage::kRunning)) return;
   // The body (holding this Completion and the tensors) goes before the waiter
   // wakes, not whenever this thread runs again: HBM accounting reads as it should.
   std::exception_ptr e = std::move(body)();
   body = nullptr;
   {
     std::lock_guard<std::mutex> g(mu);
-    done = true;
+    stage.store(Stage::kDone);
     error = e;
   }
   cv.notify_all();
@@ -96,11 +117,8 @@ void Completion::runUnlessClaimed() {
 }
 
 void carry(const std::shared_ptr<Completion>& c) {
-  if (c->handed.exchange(true)) return;
-  // Weakly: a claimed one's tensors (HBM accounting) must not wait for this thread.
-  runOnCarrierThread([w = std::weak_ptr<Completion>(c)] {
-    if (auto c = w.lock()) c->runUnlessClaimed();
-  });
+  if (step(*c, Stage::kPosting, Stage::kWanted)) return;  // arm() hands it over
+  if (step(*c, Stage::kReady, Stage::kCarried)) handOver(c);
 }
 
 namespace {
@@ -112,8 +130,8 @@ class PointToPointWork : public c10d::Work {
   // Dropped before anyone waited: a thread completes the operation (staging copies, HBM, the future).
   ~PointToPointWork() override { carryUnlessClaimed(); }
 
-  bool isCompleted() override { return asked([&] { return c_->done; }); }
-  bool isSuccess() const override { return asked([&] { return c_->done && !c_->error; }); }
+  bool isCompleted() override { return asked([&] { return c_->done(); }); }
+  bool isSuccess() const override { return asked([&] { return c_->done() && !c_->error; }); }
   std::exception_ptr exception() const override { return asked([&] { return c_->error; }); }
   int sourceRank() const override { return asked([&] { return c_->source; }); }
   std::vector<at::Tensor> result() override { return tensors_; }
@@ -132,7 +150,7 @@ class PointToPointWork : public c10d::Work {
     else
       carryUnlessClaimed();
     std::unique_lock<std::mutex> lock(c_->mu);
-    auto ready = [&] { return c_->done; };
+    auto ready = [&] { return c_->done(); };
     if (timeout == kNoTimeout)
       c_->cv.wait(lock, ready);
     else
@@ -146,7 +164,7 @@ class PointToPointWork : public c10d::Work {
  private:
   // An operation nobody waits on yet, asked about without waiting: a carrier thread takes it.
   void carryUnlessClaimed() const {
-    if (!c_->claimed.load()) carry(c_);
+    if (!c_->claimed()) carry(c_);
   }
   template <class F>
   std::invoke_result_t<F> asked(F read) const {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -26,6 +27,7 @@ using distributed::kRecordSlots;  // a record's words (point_to_point_constants.
 // tag; in a ready message, the number of the slot the data receive waits on.
 enum Field : int { kIndex = 0, kKind, kBytes, kDtype, kNdim, kFirstDim };
 enum Kind : int64_t { kHeader = 1, kReady = 2 };
+static_assert(kFirstDim < kRecordSlots, "a record's fields leave room for the tensor's dims");
 
 at::Tensor record(const at::Tensor& t, int64_t index, int64_t kind);
 at::Tensor recordFrom(const int64_t* words);  // a copy of kRecordSlots words
@@ -46,30 +48,41 @@ std::string recvMissing(int src);
 std::exception_ptr sizesDiffer(const std::string& what, int sender, const at::Tensor& header, int receiver,
                                const at::Tensor& ready);
 
+// Where an operation is in its life. Each step is taken once, by whichever
+// thread gets there first (a compare-exchange):
+//   kPosting --arm--> kReady --carry--> kCarried --run--> kRunning --> kDone
+//   kPosting --carry--> kWanted --arm--> kCarried    (asked to run before its body was set)
+//   kReady --run--> kRunning                          (the caller's wait() came first)
+// carry() on a later stage, or run on any other, does nothing.
+enum class Stage : uint8_t { kPosting, kWanted, kReady, kCarried, kRunning, kDone };
+
 // One operation's completion, shared by its Work and the thread carrying it.
 struct Completion {
   std::mutex mu;
   std::condition_variable cv;
-  bool done = false;
+  std::atomic<Stage> stage{Stage::kPosting};  // kDone is set under mu (waiters read it there)
   std::exception_ptr error;
   int source = -1;
   c10::intrusive_ptr<c10::ivalue::Future> future;
   // The operation's waits, returning its error: run once, by whichever thread
   // claims it first - the caller's wait() or the thread carrying it.
   std::function<std::exception_ptr()> body;
-  std::atomic<bool> claimed{false};
-  std::atomic<bool> handed{false};     // to a carrier thread (once)
-  bool armed = false, kicked = false;  // a recv from a named rank: body set; wanted running (point_to_point.cpp)
   std::vector<at::Tensor> value;
 
   void runUnlessClaimed();
+  bool claimed() const { return stage.load() >= Stage::kRunning; }
+  bool done() const { return stage.load() == Stage::kDone; }
 };
 
 std::shared_ptr<Completion> newCompletion(const at::Tensor& t);
+// `c`'s body is set: the operation may run from now on (at once on a carrier
+// thread if something asked for it already).
+void arm(const std::shared_ptr<Completion>& c);
 
 // Hands `c` to a carrier thread, which runs it unless a wait() claimed it
 // first: at once for an operation with a message still to post on the way;
 // one with everything posted only when its Work is asked without a wait() or dropped.
+// Before arm(), only marks it wanted; once handed or claimed, does nothing.
 void carry(const std::shared_ptr<Completion>& c);
 
 // Operations of one side towards one peer (a rank's sends to rank 2, its

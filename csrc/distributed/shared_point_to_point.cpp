@@ -169,6 +169,7 @@ c10::intrusive_ptr<c10d::Work> PointToPoint::sendMatched(const at::Tensor& t, in
     keep.clear();  // staging buffers leave HBM accounting as the send completes
     return err;
   };
+  arm(c);
   if (!now) carry(c);
   return newWork(c, c10d::OpType::SEND, t);
 }
@@ -234,6 +235,7 @@ c10::intrusive_ptr<c10d::Work> PointToPoint::recvMatched(const at::Tensor& t, in
     steps.clear();
     return err;
   };
+  arm(c);
   if (!now) carry(c);
   return newWork(c, src >= 0 ? c10d::OpType::RECV : c10d::OpType::RECVANYSOURCE, t);
 }

@@ -1,7 +1,9 @@
 // The agreement exchange (collective_check.h) through the group's c10d Store
 // instead of a gloo all-gather. When every rank runs on one host, the
-// store only sets the exchange up and the records travel through shared
-// memory (local_exchange.h), which needs no round trip per collective. Each rank sets its record under a key named by
+// store only sets the exchange up (shared_memory_setup.h) and the records
+// travel through shared memory (local_exchange.h), which needs no round trip
+// per collective; otherwise a watcher (peer_watcher.h) ends a store wait on
+// a peer whose process has exited. Each rank sets its record under a key named by
 // the collective's sequence number and reads every peer's; once it has read
 // them, its own previous key is deleted (every peer has read it by then), so
 // keys do not accumulate. The calling thread talks to the store itself; a
@@ -13,18 +15,15 @@
 #pragma once
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include "distributed/local_exchange.h"
-#include "distributed/match_table.h"
+#include "distributed/peer_watcher.h"
+#include "distributed/shared_memory_setup.h"
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace neuron_sim::distributed {
@@ -50,60 +49,31 @@ class StoreExchange {
   // On false this rank's record may be published already; exchange(seq, mine) completes it.
   bool tryExchange(int64_t seq, const std::vector<int64_t>& mine, std::vector<int64_t>* all);
   // Ends a wait in progress or to come with `reason` (the group is being destroyed).
-  void cancel(const std::string& reason);
+  void cancel(const std::string& reason) { peers_.cancel(reason); }
 
   void setTimeout(std::chrono::milliseconds timeout);
 
   // What carries the records, for error messages: "shared memory" or "store".
-  const char* transport() const { return local_ ? "shared memory" : "store"; }
+  const char* transport() const { return shared_.exchange ? "shared memory" : "store"; }
 
   // Where point-to-point operations are matched when every rank is on this
   // machine (set up with the shared-memory exchange), else nullptr.
-  std::shared_ptr<MatchTable> matchTable() const { return match_; }
+  std::shared_ptr<MatchTable> matchTable() const { return shared_.matches; }
   // "" while a peer may still come, else why it never will (its process has exited).
-  std::function<std::string(int)> liveness() const;
-
-  ~StoreExchange();
+  std::function<std::string(int)> liveness() const { return peers_.liveness(); }
 
  private:
   StoreExchange(c10::intrusive_ptr<c10d::Store> store, int rank, int size, std::chrono::milliseconds timeout);
   std::vector<uint8_t> read(int peer, int64_t seq);
-  // The shared-memory exchange when every rank of the group is on this
-  // machine and could map rank 0's segment, else nullptr; the match table
-  // likewise (match_). Collective: every rank of the group calls it from its
-  // constructor.
-  std::unique_ptr<LocalExchange> connectLocal();
-  // A store wait cannot be interrupted and sees nothing of a crashed peer (a
-  // dead gloo peer shows as a closed connection). So a watcher checks, once
-  // a wait has lasted a while, whether the awaited peer process still exists
-  // and, if not, sets the awaited key to a marker that ends the wait with that reason.
-  void watch();
-  // "" while `peer` may still come, else why it never will (watcher only).
-  std::string gone(int peer);
 
   c10::intrusive_ptr<c10d::Store> store_;  // a private connection: its timeout is the group's
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_;
-  std::unique_ptr<LocalExchange> local_;
-  std::shared_ptr<MatchTable> match_;
   int64_t seq_ = 0;  // collectives numbered so far; records carry it to catch ranks out of step
-  std::string cancelled_;  // under watch_mutex_: why waits end at once ("" while they may run)
-  std::atomic<bool> cancelling_{false};
   std::mutex mutex_;
-
-  // The wait in progress, read by the watcher.
-  std::atomic<int> waiting_on_{-1};
-  std::atomic<int64_t> waiting_seq_{-1};
-  std::atomic<int64_t> waiting_since_ns_{0};
-  // Watcher state.
-  c10::intrusive_ptr<c10d::Store> probe_;  // its own connection (store_ is busy waiting), made when first needed
-  std::vector<std::string> identity_;      // per rank, "" until read
-  int64_t reported_seq_ = -1;
-  bool stop_ = false;
-  std::mutex watch_mutex_;
-  std::condition_variable watch_cv_;
-  std::thread watcher_;
+  SharedMemory shared_;
+  PeerWatcher peers_;  // last: its thread stops before the rest goes
 };
 
 }  // namespace neuron_sim::distributed
