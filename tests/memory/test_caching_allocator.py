@@ -54,6 +54,30 @@ def _check_books(device=DEV):
         assert s[name]["all"]["current"] == s[name]["small_pool"]["current"] + s[name]["large_pool"]["current"]
 
 
+def _apis_agree(device=DEV):
+    """torch.neuron, torch.accelerator (through the C++ DeviceAllocator),
+    mem_get_info and memory_summary() read one set of numbers (torch_neuronx's
+    functions are torch_neuron_sim.memory's own)."""
+    from torch_neuron_sim.memory import _fmt
+
+    ours = dict(memory_stats(device))
+    theirs = dict(torch.accelerator.memory_stats(device))
+    assert {k: v for k, v in theirs.items() if ours.get(k) != v} == {}
+    for name in ("memory_allocated", "memory_reserved", "max_memory_allocated", "max_memory_reserved"):
+        values = {getattr(m, name)(device) for m in (torch.neuron, torch_neuron_sim.memory, torch.accelerator)}
+        assert len(values) == 1, (name, values)
+    free, total = torch.neuron.mem_get_info(device)
+    assert (free, total) == torch.accelerator.get_memory_info(device)
+    assert free == total - ours["reserved_bytes.all.current"] and total == _C._capacity(device)
+    rows = {line[:27].strip(): line[27:].split() for line in torch.neuron.memory_summary(device).splitlines()
+            if line.startswith(" ") and len(line) > 27}
+    for label, key in (("Allocated memory", "allocated_bytes"), ("Reserved memory", "reserved_bytes"),
+                       ("Active memory", "active_bytes")):
+        assert " ".join(rows[label][:4]) == " ".join([_fmt(ours[f"{key}.all.current"]),
+                                                      _fmt(ours[f"{key}.all.peak"])])
+    assert rows["Reserved segments"][0] == str(ours["segment.all.current"])
+
+
 @pytest.fixture(autouse=True)
 def _quiet_device():
     torch.neuron.empty_cache()
@@ -256,6 +280,7 @@ class AllocatorMachine(RuleBasedStateMachine):
     def empty_cache(self):
         torch.neuron.empty_cache()
         assert all(seg[3] and any(b[3] for b in seg[3]) for seg in _segments())  # only segments in use stay
+        _apis_agree()
 
     @invariant()
     def books_balance(self):
@@ -265,6 +290,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))  # no two tensors share a byte
 
     def teardown(self):
+        _apis_agree()  # after the run's allocations and frees, before they go
         for t, v in self.live:
             assert bool((t == v).all().item())
         self.live.clear()
@@ -272,7 +298,10 @@ class AllocatorMachine(RuleBasedStateMachine):
 
 
 TestAllocatorMachine = AllocatorMachine.TestCase
-TestAllocatorMachine.settings = settings(max_examples=15, stateful_step_count=25, deadline=None)
+# 15 runs of 25 steps by default; the suite's "deep" profile (`make test-deep`) runs its own count.
+_profile = settings()
+TestAllocatorMachine.settings = settings(_profile, stateful_step_count=25,
+                                         max_examples=15 if _profile.max_examples <= 25 else _profile.max_examples)
 
 
 def test_the_docs_size_class_table_is_what_the_allocator_does():

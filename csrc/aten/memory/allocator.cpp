@@ -94,6 +94,7 @@ class NeuronAllocator final : public c10::DeviceAllocator {
     d.num_ooms = s.num_ooms;
     d.num_device_alloc = s.num_device_alloc;
     d.num_device_free = s.num_device_free;
+    d.max_split_size = -1;  // as memory_stats(): no max_split_size_mb, every cached block may be split
     return d;
   }
   void resetAccumulatedStats(c10::DeviceIndex device) override { runtime::allocator(device).resetAccumulated(); }
