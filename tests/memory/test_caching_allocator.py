@@ -228,6 +228,42 @@ def test_oom_frees_cached_segments_then_names_the_fragmentation(monkeypatch):
         torch.neuron.set_per_process_memory_fraction(1.0, DEV)
 
 
+def test_oom_after_fragmentation_names_the_scattered_free_bytes():
+    """Half of three segments free, but in 2 MiB holes between live blocks: a
+    6 MiB request finds no hole, no whole free segment to return, and no room
+    for a new segment under the limit. The error says so, and no tensor's
+    bytes are lost or shared; freeing the neighbours makes the room."""
+    base = torch.neuron.memory_reserved(DEV)
+    torch.neuron.set_per_process_memory_fraction((base + 64 * MiB) / _C._capacity(DEV), DEV)
+    try:
+        blocks = [torch.full((2 * MiB,), i, dtype=torch.uint8, device=D) for i in range(30)]  # 3 segments of 20 MB
+        assert _stat("segment.large_pool.current") == 3
+        kept = blocks[::2]
+        del blocks  # every other block freed: 15 holes of 2 MiB
+        assert _stat("inactive_split_bytes.all.current") == 30 * MiB
+        retries, ooms = _stat("num_alloc_retries"), _stat("num_ooms")
+        with pytest.raises(torch.OutOfMemoryError) as e:
+            torch.empty(6 * MiB, dtype=torch.uint8, device=D)
+        msg = str(e.value)
+        assert "Tried to allocate 6.00 MiB" in msg
+        assert "30.00 MiB is allocated by tensors, 30.00 MiB is reserved by the caching allocator but unallocated" in msg
+        largest = _stat("largest_free_block")
+        assert largest < 6 * MiB and f"largest free block is {largest / MiB:.2f} MiB" in msg
+        assert _stat("num_ooms") == ooms + 1 and _stat("num_alloc_retries") == retries  # nothing to retry with
+        _check_books()
+        for i, t in enumerate(kept):  # each survivor keeps its own bytes
+            assert bool((t == 2 * i).all().item())
+        spans = sorted((t.data_ptr(), t.data_ptr() + t.numel()) for t in kept)
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+        del kept[:5]  # the first segment's live blocks: it is whole and free again
+        ok = torch.ones(6 * MiB, dtype=torch.uint8, device=D)
+        assert bool((ok == 1).all().item())
+        del ok, kept
+        _check_books()
+    finally:
+        torch.neuron.set_per_process_memory_fraction(1.0, DEV)
+
+
 def test_snapshot_lists_segments_for_the_visualizer(tmp_path):
     import pickle
     import subprocess
