@@ -392,11 +392,4 @@ std::vector<SegmentInfo> CachingAllocator::segments() const {
   return out;
 }
 
-std::vector<SegmentEvent> CachingAllocator::takeSegmentEvents() {
-  std::vector<SegmentEvent> out;
-  std::lock_guard<SpinLock> g(mu_);
-  out.swap(segment_events_);
-  return out;
-}
-
 }  // namespace neuron_sim::runtime

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <mutex>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "runtime/arena.h"
@@ -135,7 +136,10 @@ class CachingAllocator {
   void resetAccumulated();
   std::vector<SegmentInfo> segments() const;
   // The segment events since the last call (SegmentEvent), oldest first.
-  std::vector<SegmentEvent> takeSegmentEvents();
+  std::vector<SegmentEvent> takeSegmentEvents() {
+    std::lock_guard<SpinLock> g(mu_);
+    return std::exchange(segment_events_, {});
+  }
 
  private:
   struct Segment;
