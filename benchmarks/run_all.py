@@ -7,7 +7,12 @@ no ratio (the report page's size and open time, thread switches per
 collective) are tables of their own. Run it on a quiet machine before
 quoting figures.
 
-Usage: python benchmarks/run_all.py [--quick] [--no-write] [--only bench_a,bench_b]
+With --only and --replace, the tables of the named benchmarks are measured
+alone and replace theirs in docs/benchmarks.md and the README (each with a
+line saying when, at what load and by which command); the other tables, the
+whole run's header and the ratchets stay as the last whole run left them.
+
+Usage: python benchmarks/run_all.py [--quick] [--no-write] [--only bench_a,bench_b [--replace]]
 """
 from __future__ import annotations
 
@@ -139,8 +144,12 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run; do not publish)")
     ap.add_argument("--no-write", action="store_true", help="print only")
     ap.add_argument("--only", default="", help="run only these benchmarks (comma-separated module names, e.g. "
-                    "bench_profiler); prints, never writes: published figures come from one whole run")
+                    "bench_profiler); prints, and writes only with --replace")
+    ap.add_argument("--replace", action="store_true", help="with --only: replace those benchmarks' tables in "
+                    "docs/benchmarks.md and the README, each marked as measured alone (ratchets untouched)")
     args = ap.parse_args()
+    if args.replace and (not args.only or args.quick or args.no_write):
+        ap.error("--replace needs --only, and neither --quick nor --no-write")
     torch.set_num_threads(1)
     header = environment(torch.get_num_threads())
     print(header, flush=True)
@@ -159,6 +168,14 @@ def main() -> None:
     committed = ratchet.load()
     worse = ratchet.apply(rows, committed)
     body = f"{header} The run took {minutes:.0f} min (load average {end_load:.1f} at the end).\n\n{tables(rows)}"
+    if args.replace:
+        note = (f"_Measured alone (`python benchmarks/run_all.py --only {args.only} --replace`): {header} "
+                f"The run took {minutes:.0f} min (load average {end_load:.1f} at the end)._")
+        replace_tables(rows, note)
+        print("\n" + body)
+        print(f"replaced their tables in {DOC.relative_to(ROOT)} and the README's", file=sys.stderr)
+        report_worse(worse)
+        return
     if args.no_write or only or args.quick:
         print("\n" + body)
         report_worse(worse)
@@ -186,6 +203,40 @@ def main() -> None:
     print(f"wrote {DOC.relative_to(ROOT)}, the README's table and {ratchet.FILE.relative_to(ROOT)}", file=sys.stderr)
     if report_worse(worse):
         sys.exit(1)
+
+
+def _sections(region: str) -> dict[str, str]:
+    """The text of each group's tables in a region tables() wrote: from its
+    title line to the next title line."""
+    marks = sorted((region.index(f"**{t}**\n"), g) for g, t in TITLES.items() if f"**{t}**\n" in region)
+    ends = [start for start, _ in marks[1:]] + [len(region)]
+    return {g: region[start:end].rstrip() + "\n" for (start, g), end in zip(marks, ends)}
+
+
+def _with_tables(region: str, new: dict[str, str]) -> str:
+    """region (the whole run's header line, then its tables) with the groups
+    of `new` replaced or, where missing, added in TITLES' order."""
+    first, _, rest = region.partition("\n\n")
+    old = _sections(rest)
+    kept = [new.get(g) or old[g] for g in TITLES if g in new or g in old]
+    return first + "\n\n" + "\n".join(kept)
+
+
+def replace_tables(rows: list[Row | Table], note: str) -> None:
+    """The tables of a partial run, each under its title with `note`, in
+    place of theirs in docs/benchmarks.md and the README's copy."""
+    new = {}
+    for group, text in _sections(tables(rows)).items():
+        title, _, table = text.partition("\n\n")
+        new[group] = f"{title}\n\n{note}\n\n{table}"
+    doc = DOC.read_text()
+    at = doc.index("\nMeasured ") + 1
+    DOC.write_text(doc[:at] + _with_tables(doc[at:], new))
+    readme = README.read_text()
+    if START in readme and END in readme:
+        head, rest = readme.split(START, 1)
+        region, tail = rest.split(END, 1)
+        README.write_text(head + START + "\n" + _with_tables(region.lstrip("\n"), new) + END + tail)
 
 
 def report_worse(worse: list[Row]) -> bool:

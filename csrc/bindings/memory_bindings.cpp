@@ -134,7 +134,7 @@ py::list usageDicts(const std::vector<history::UsageSeries>& series) {
   for (const auto& u : series)
     out.append(asDict(u, NEURON_FIELD(UsageSeries, device), NEURON_FIELD(UsageSeries, events),
                       NEURON_FIELD(UsageSeries, downsampled), NEURON_FIELD(UsageSeries, seconds),
-                      NEURON_FIELD(UsageSeries, bytes)));
+                      NEURON_FIELD(UsageSeries, bytes), NEURON_FIELD(UsageSeries, reserved)));
   return out;
 }
 
@@ -168,7 +168,11 @@ void registerMemoryBindings(py::module_& m) {
   m.def("_arena_base", [](int i) { return runtime::allocator(i).base(); });
   m.def("_reset_peak", [](int i) { runtime::allocator(i).resetPeak(); });
   m.def("_reset_accumulated", [](int i) { runtime::allocator(i).resetAccumulated(); });
-  m.def("_empty_cache", [](int i) { return runtime::allocator(i).emptyCache(); });
+  m.def("_empty_cache", [](int i) {
+    uint64_t released = runtime::allocator(i).emptyCache();
+    if (runtime::debugModes() & runtime::kHistory) history::recordSegments(i, runtime::allocator(i));
+    return released;
+  });
   // The size class and pool of a request, as the allocator rounds it.
   m.def("_round_size", [](uint64_t n) {
     using runtime::CachingAllocator;

@@ -37,13 +37,13 @@ struct PendingUsage {
   std::vector<history::UsageSeries> series;
   std::vector<history::Trace> traces;
   double since_us = 0;
-  std::vector<uint64_t> base_bytes;
+  history::UsageBase base;
   size_t limit = 0;
   bool made = true;
 
   const std::vector<history::UsageSeries>& get() {
     if (!made) {
-      series = history::usageOf(traces, since_us, base_bytes, limit);
+      series = history::usageOf(traces, since_us, base, limit);
       traces.clear();
       made = true;
     }

@@ -66,7 +66,8 @@ void stop(ReportWindow& w, int hbm, bool record_sizes_off, size_t keep_events, s
                                 runtime::costModel()};
   }
   w.adaptive_eager = runtime::adaptive::enabled();
-  const std::vector<uint64_t> base(w.before.c.allocated.begin(), w.before.c.allocated.end());
+  const history::UsageBase base{{w.before.c.allocated.begin(), w.before.c.allocated.end()},
+                                {w.before.c.reserved.begin(), w.before.c.reserved.end()}};
   if (hbm == static_cast<int>(Hbm::kTaken))  // a trace only the report reads: taken whole, made into series when read
     w.usage = PendingUsage{{}, history::takeTraces(), w.t0_us, base, memory_points, false};
   else if (hbm == static_cast<int>(Hbm::kSince))  // the program's own trace: summed up now, left to the program

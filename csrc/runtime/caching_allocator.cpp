@@ -167,6 +167,7 @@ CachingAllocator::Block* CachingAllocator::fromNewSegment(Pool pool, uint64_t si
   stats_.reserved_bytes.add(pool, static_cast<int64_t>(segment_bytes));
   stats_.segment.add(pool, 1);
   stats_.num_device_alloc++;
+  if (debugMode(kHistory)) segment_events_.push_back({true, arena_.base() + s->offset, segment_bytes});
   addFree(b);
   return take(pool, size);
 }
@@ -185,6 +186,7 @@ uint64_t CachingAllocator::releaseFreeSegments() {
       stats_.reserved_bytes.sub(s->pool, static_cast<int64_t>(s->size));
       stats_.segment.sub(s->pool, 1);
       stats_.num_device_free++;
+      if (debugMode(kHistory)) segment_events_.push_back({false, arena_.base() + s->offset, s->size});
       released += s->size;
       delete s;
     }
@@ -193,7 +195,7 @@ uint64_t CachingAllocator::releaseFreeSegments() {
   return released;
 }
 
-void* CachingAllocator::allocate(uint64_t requested, uintptr_t* block_start) {
+void* CachingAllocator::allocate(uint64_t requested, uintptr_t* block_start, uint64_t* block_size) {
   const uint32_t modes = debugModes();
   const bool guarded = (modes & kGuard) != 0;
   const uint64_t front = guarded ? kGuardBytes : 0;
@@ -231,6 +233,7 @@ void* CachingAllocator::allocate(uint64_t requested, uintptr_t* block_start) {
   }
   auto* block = reinterpret_cast<unsigned char*>(arena_.base() + b->offset);
   if (block_start) *block_start = arena_.base() + b->offset;
+  if (block_size) *block_size = b->size;
   if (modes & (kGuard | kPoison)) {
     // The block is ours alone until we return it: no lock needed to fill it.
     HostAccess access;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <mutex>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "runtime/arena.h"
@@ -61,6 +62,16 @@ struct FreedBlock {
   int64_t first_damaged_byte = 0;  // relative to the data pointer; < 0 means before it
 };
 
+// A segment taken from the arena (alloc) or returned to it: torch.cuda's
+// segment_alloc / segment_free trace actions. Kept only while the memory
+// history records (kHistory), for the caller to take after the call that
+// made them: recording it under the allocator's lock could wait for the GIL.
+struct SegmentEvent {
+  bool alloc;
+  uintptr_t address;
+  uint64_t size;
+};
+
 struct GuardDamage {
   uintptr_t data;  // the block's data pointer
   uint64_t requested;
@@ -96,8 +107,10 @@ class CachingAllocator {
   // A block from a cached segment, or a new segment; when the arena has no
   // room, the cached free segments are returned to it and the request
   // retried once (num_alloc_retries). nullptr when it still does not fit,
-  // or for size 0. block_start, if given, receives where the block starts.
-  void* allocate(uint64_t size, uintptr_t* block_start = nullptr);
+  // or for size 0. block_start and block_size, if given, receive where the
+  // block starts and its bytes (its size class, or more when the rest of a
+  // cached block was too small to split off).
+  void* allocate(uint64_t size, uintptr_t* block_start = nullptr, uint64_t* block_size = nullptr);
   // Frees a pointer allocate() returned; throws std::invalid_argument for any
   // other (the block stays cached in its segment).
   FreedBlock free(void* ptr);
@@ -122,6 +135,11 @@ class CachingAllocator {
   void resetPeak();
   void resetAccumulated();
   std::vector<SegmentInfo> segments() const;
+  // The segment events since the last call (SegmentEvent), oldest first.
+  std::vector<SegmentEvent> takeSegmentEvents() {
+    std::lock_guard<SpinLock> g(mu_);
+    return std::exchange(segment_events_, {});
+  }
 
  private:
   struct Segment;
@@ -172,6 +190,7 @@ class CachingAllocator {
   std::vector<Block*> spare_blocks_;
   std::vector<FreeSet::node_type> spare_nodes_;
   AllocatorStats stats_;
+  std::vector<SegmentEvent> segment_events_;  // while kHistory is on
 };
 
 }  // namespace neuron_sim::runtime

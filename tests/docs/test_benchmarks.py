@@ -118,3 +118,34 @@ def test_the_committed_ratchets_are_rows_of_the_written_figures(run_all):
     assert {entry.split(": ", 1)[1] for entry in committed} == missed
     for entry in committed:
         assert entry.split(": ", 1)[0] in run_all.TITLES, entry
+
+
+def test_replace_swaps_only_the_named_tables_in_both_copies(run_all, tmp_path, monkeypatch):
+    """`--only X --replace`: X's tables (new ones added in TITLES' order) in
+    docs/benchmarks.md and the README, marked as measured alone; every other
+    table and the whole run's header unchanged."""
+    from timing import Row
+
+    whole = run_all.tables([Row("ops", "add", 2e-6, 1e-6, 2.0, 2.0, None),
+                            Row("report", "add: report on / off", 2e-6, 1e-6, 1.0, 1.0, 1.5)])
+    body = "Measured once, whole.\n\n" + whole
+    doc, readme = tmp_path / "benchmarks.md", tmp_path / "README.md"
+    doc.write_text("# Benchmarks\n\nIntro.\n\n" + body)
+    readme.write_text(f"# Project\n\n{run_all.START}\n{body}{run_all.END}\n\nMore.\n")
+    monkeypatch.setattr(run_all, "DOC", doc)
+    monkeypatch.setattr(run_all, "README", readme)
+    run_all.replace_tables([Row("memory", "churn", 1e-6, 2e-6, 0.5, 0.5, 1.0),
+                            Row("random", "dropout", 3e-6, 2e-6, 1.5, 1.5, 1.1)], "_Measured alone._")
+    text = doc.read_text()
+    assert text.startswith("# Benchmarks\n\nIntro.\n\nMeasured once, whole.\n\n**Ops and copies")
+    assert text.count("| add |") == 1 and text.count("| add: report on / off |") == 1
+    order = [text.index(f"**{run_all.TITLES[g]}**") for g in ("ops", "memory", "random", "report")]
+    assert order == sorted(order)
+    memory = text.split(f"**{run_all.TITLES['memory']}**\n\n", 1)[1]
+    assert memory.startswith("_Measured alone._\n\n| benchmark |") and "| churn | 1.0 µs | 2.0 µs | 0.50× |" in memory
+    copied = readme.read_text().split(run_all.START + "\n", 1)[1].split(run_all.END, 1)[0]
+    assert copied in text and copied.startswith("Measured once, whole.")
+    run_all.replace_tables([Row("memory", "churn", 1e-6, 4e-6, 0.25, 0.25, 1.0)], "_Measured alone again._")
+    text = doc.read_text()
+    assert text.count(f"**{run_all.TITLES['memory']}**") == 1 and "| churn | 1.0 µs | 4.0 µs | 0.25× |" in text
+    assert "_Measured alone._" in text  # the random table from the run before stays

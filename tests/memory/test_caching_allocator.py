@@ -54,6 +54,30 @@ def _check_books(device=DEV):
         assert s[name]["all"]["current"] == s[name]["small_pool"]["current"] + s[name]["large_pool"]["current"]
 
 
+def _apis_agree(device=DEV):
+    """torch.neuron, torch.accelerator (through the C++ DeviceAllocator),
+    mem_get_info and memory_summary() read one set of numbers (torch_neuronx's
+    functions are torch_neuron_sim.memory's own)."""
+    from torch_neuron_sim.memory import _fmt
+
+    ours = dict(memory_stats(device))
+    theirs = dict(torch.accelerator.memory_stats(device))
+    assert {k: v for k, v in theirs.items() if ours.get(k) != v} == {}
+    for name in ("memory_allocated", "memory_reserved", "max_memory_allocated", "max_memory_reserved"):
+        values = {getattr(m, name)(device) for m in (torch.neuron, torch_neuron_sim.memory, torch.accelerator)}
+        assert len(values) == 1, (name, values)
+    free, total = torch.neuron.mem_get_info(device)
+    assert (free, total) == torch.accelerator.get_memory_info(device)
+    assert free == total - ours["reserved_bytes.all.current"] and total == _C._capacity(device)
+    rows = {line[:27].strip(): line[27:].split() for line in torch.neuron.memory_summary(device).splitlines()
+            if line.startswith(" ") and len(line) > 27}
+    for label, key in (("Allocated memory", "allocated_bytes"), ("Reserved memory", "reserved_bytes"),
+                       ("Active memory", "active_bytes")):
+        assert " ".join(rows[label][:4]) == " ".join([_fmt(ours[f"{key}.all.current"]),
+                                                      _fmt(ours[f"{key}.all.peak"])])
+    assert rows["Reserved segments"][0] == str(ours["segment.all.current"])
+
+
 @pytest.fixture(autouse=True)
 def _quiet_device():
     torch.neuron.empty_cache()
@@ -204,6 +228,42 @@ def test_oom_frees_cached_segments_then_names_the_fragmentation(monkeypatch):
         torch.neuron.set_per_process_memory_fraction(1.0, DEV)
 
 
+def test_oom_after_fragmentation_names_the_scattered_free_bytes():
+    """Half of three segments free, but in 2 MiB holes between live blocks: a
+    6 MiB request finds no hole, no whole free segment to return, and no room
+    for a new segment under the limit. The error says so, and no tensor's
+    bytes are lost or shared; freeing the neighbours makes the room."""
+    base = torch.neuron.memory_reserved(DEV)
+    torch.neuron.set_per_process_memory_fraction((base + 64 * MiB) / _C._capacity(DEV), DEV)
+    try:
+        blocks = [torch.full((2 * MiB,), i, dtype=torch.uint8, device=D) for i in range(30)]  # 3 segments of 20 MB
+        assert _stat("segment.large_pool.current") == 3
+        kept = blocks[::2]
+        del blocks  # every other block freed: 15 holes of 2 MiB
+        assert _stat("inactive_split_bytes.all.current") == 30 * MiB
+        retries, ooms = _stat("num_alloc_retries"), _stat("num_ooms")
+        with pytest.raises(torch.OutOfMemoryError) as e:
+            torch.empty(6 * MiB, dtype=torch.uint8, device=D)
+        msg = str(e.value)
+        assert "Tried to allocate 6.00 MiB" in msg
+        assert "30.00 MiB is allocated by tensors, 30.00 MiB is reserved by the caching allocator but unallocated" in msg
+        largest = _stat("largest_free_block")
+        assert largest < 6 * MiB and f"largest free block is {largest / MiB:.2f} MiB" in msg
+        assert _stat("num_ooms") == ooms + 1 and _stat("num_alloc_retries") == retries  # nothing to retry with
+        _check_books()
+        for i, t in enumerate(kept):  # each survivor keeps its own bytes
+            assert bool((t == 2 * i).all().item())
+        spans = sorted((t.data_ptr(), t.data_ptr() + t.numel()) for t in kept)
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+        del kept[:5]  # the first segment's live blocks: it is whole and free again
+        ok = torch.ones(6 * MiB, dtype=torch.uint8, device=D)
+        assert bool((ok == 1).all().item())
+        del ok, kept
+        _check_books()
+    finally:
+        torch.neuron.set_per_process_memory_fraction(1.0, DEV)
+
+
 def test_snapshot_lists_segments_for_the_visualizer(tmp_path):
     import pickle
     import subprocess
@@ -256,6 +316,7 @@ class AllocatorMachine(RuleBasedStateMachine):
     def empty_cache(self):
         torch.neuron.empty_cache()
         assert all(seg[3] and any(b[3] for b in seg[3]) for seg in _segments())  # only segments in use stay
+        _apis_agree()
 
     @invariant()
     def books_balance(self):
@@ -265,6 +326,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))  # no two tensors share a byte
 
     def teardown(self):
+        _apis_agree()  # after the run's allocations and frees, before they go
         for t, v in self.live:
             assert bool((t == v).all().item())
         self.live.clear()
@@ -272,7 +334,10 @@ class AllocatorMachine(RuleBasedStateMachine):
 
 
 TestAllocatorMachine = AllocatorMachine.TestCase
-TestAllocatorMachine.settings = settings(max_examples=15, stateful_step_count=25, deadline=None)
+# 15 runs of 25 steps by default; the suite's "deep" profile (`make test-deep`) runs its own count.
+_profile = settings()
+TestAllocatorMachine.settings = settings(_profile, stateful_step_count=25,
+                                         max_examples=15 if _profile.max_examples <= 25 else _profile.max_examples)
 
 
 def test_the_docs_size_class_table_is_what_the_allocator_does():

@@ -70,7 +70,7 @@ def test_blocks_and_trace_carry_python_stacks(history):
     b = allocate_weights()
     snap = torch.neuron.memory._snapshot()
     trace = snap["device_traces"][DEV]
-    actions = [(e["action"], e["size"]) for e in trace]
+    actions = [(e["action"], e["size"]) for e in trace if not e["action"].startswith("segment_")]
     assert actions == [("alloc", 3000), ("free_requested", 3000), ("free_completed", 3000), ("alloc", 3000)]
     frames = trace[0]["frames"]
     assert frames[0]["name"] == "allocate_weights" and frames[0]["filename"] == __file__
@@ -137,7 +137,8 @@ def test_pytorch_memory_viz_renders_a_dumped_snapshot(history, tmp_path):
     assert "MemoryViz.js" in page and "Active Memory Timeline" in page
     embedded = re.search(r'"base64": "([^"]+)"', page).group(1)
     data = pickle.loads(base64.b64decode(embedded))  # the page carries our snapshot, intact
-    assert [e["action"] for e in data["device_traces"][DEV]] == ["alloc", "alloc", "free_requested", "free_completed"]
+    assert [e["action"] for e in data["device_traces"][DEV] if not e["action"].startswith("segment_")] == [
+        "alloc", "alloc", "free_requested", "free_completed"]
 
     from torch.cuda import _memory_viz
 
@@ -158,3 +159,54 @@ def test_guarded_blocks_keep_trace_and_blocks_consistent(history):
     assert alloc["addr"] == a.data_ptr() - 512  # the block starts with its guard bytes
     assert block["state"] == "active_allocated" and block["frames"][0]["name"] == "allocate_weights"
     del a
+
+
+def test_trace_records_segments_taken_and_returned_for_both_plots(history, tmp_path):
+    """torch.cuda's segment_alloc / segment_free: a segment taken from HBM
+    before the first block in it, and each whole free segment empty_cache()
+    returns; trace_plot and segment_plot carry them, and PyTorch's trace
+    reader places each block inside its segment."""
+    torch.neuron.empty_cache()
+    torch.neuron.memory._record_memory_history(clear_history=True)
+    small = torch.empty(3000, dtype=torch.uint8, device=f"neuron:{DEV}")
+    large = torch.empty(12 * 2**20, dtype=torch.uint8, device=f"neuron:{DEV}")  # 12 MB: its own 12 MB segment
+    small_addr, large_addr = small.data_ptr(), large.data_ptr()
+    del small, large
+    reserved = torch.neuron.memory_reserved(DEV)
+    torch.neuron.empty_cache()  # both segments are free now: both go back
+    assert torch.neuron.memory_reserved(DEV) < reserved
+    path = tmp_path / "snapshot.pickle"
+    torch.neuron.memory._dump_snapshot(str(path))
+
+    trace = torch.neuron.memory._snapshot()["device_traces"][DEV]
+    segs = [(e["action"], e["addr"], e["size"]) for e in trace if e["action"].startswith("segment_")]
+    taken = [s for s in segs if s[0] == "segment_alloc"]
+    returned = [s for s in segs if s[0] == "segment_free"]
+    assert sorted(size for _, _, size in taken) == [2 * 2**20, 12 * 2**20]  # a small-pool and a large segment
+    assert sorted(returned, key=lambda s: s[1]) == sorted([("segment_free", a, n) for _, a, n in taken],
+                                                          key=lambda s: s[1])
+    actions = [e["action"] for e in trace]
+    for (_, addr, size), block in zip(taken, (small_addr, large_addr)):
+        assert addr <= block < addr + size  # each block lies in the segment taken for it
+        first_alloc = next(i for i, e in enumerate(trace) if e["action"] == "alloc" and e["addr"] == block)
+        assert actions.index("segment_alloc", 0, first_alloc + 1) < first_alloc  # taken before its block
+    assert all(actions.index("segment_free") > i for i, a in enumerate(actions) if a == "free_completed")
+    seg_frames = next(e for e in trace if e["action"] == "segment_alloc")["frames"]
+    assert seg_frames[0]["name"] == "test_trace_records_segments_taken_and_returned_for_both_plots"
+
+    from torch.cuda import _memory_viz
+
+    text = _memory_viz.trace({"segments": [], "device_traces": [[] for _ in range(DEV)] + [trace]})
+    assert text.count("cudaMalloc(") == 2 and text.count("cudaFree(") == 2
+    assert "MEM[" not in text  # every alloc found the segment it lies in
+
+    for plot, kind in (("trace_plot", "Active Memory Timeline"), ("segment_plot", "Allocator State History")):
+        html = tmp_path / f"{plot}.html"
+        r = viz(plot, str(path), "-o", str(html))
+        assert r.returncode == 0, r.stderr
+        page = html.read_text()
+        assert kind in page
+        data = pickle.loads(base64.b64decode(re.search(r'"base64": "([^"]+)"', page).group(1)))
+        drawn = [(e["action"], e["addr"], e["size"]) for e in data["device_traces"][DEV]
+                 if e["action"].startswith("segment_")]
+        assert drawn == segs

@@ -157,7 +157,7 @@ def test_report_model_has_the_estimated_device_timeline():
     t = r.data["device_timeline"]
     # the summary's first-step compile time is the compile events the timeline draws
     assert t["compile_seconds"] == pytest.approx(t["breakdown"]["compile"]) and t["compile_seconds"] > 0
-    from torch_neuron_sim import report_html
+    from torch_neuron_sim.migration_report import page as report_html
     assert f"{t['compile_seconds'] * 1e3:.0f} ms of it compiling new op signatures" in report_html.render(r.data)
     assert t["profile"] == profiler.cost_model()["profile"] and t["estimate"] is True
     ops = {o["name"]: o for o in t["ops"]}

@@ -161,6 +161,28 @@ def test_report_read_after_more_work_shows_only_its_window(tracked):
     assert r.data is data  # built once
 
 
+def test_hbm_series_and_peak_cards_count_the_same_bytes(tracked):
+    """The HBM chart's allocated line sums blocks in their size classes and
+    its reserved line the segments, as the peak cards do: their maxima are
+    the cards' peaks, and empty_cache() shows as reserved falling."""
+    torch.neuron.empty_cache()
+    with torch_neuron_sim.report() as r:
+        a = torch.empty(1000, dtype=torch.uint8, device="neuron")  # 1 KiB block
+        b = torch.empty(3 * 2**20 + 1, dtype=torch.uint8, device="neuron")  # rounded up to 3.5 MiB
+        peak_allocated = torch.neuron.max_memory_allocated()
+        del a, b
+        torch.neuron.empty_cache()
+        after = torch.neuron.memory_reserved()
+    (mem,) = r.data["memory"]
+    (series,) = r.data["memory_timeline"]
+    assert mem["peak_bytes"] == peak_allocated > 3 * 2**20 + 1000  # size classes, not the bytes asked for
+    assert max(series["bytes"]) == mem["peak_bytes"]
+    assert max(series["reserved_bytes"]) == mem["peak_reserved_bytes"] >= mem["peak_bytes"]
+    assert series["reserved_bytes"][-1] == after < mem["peak_reserved_bytes"]  # segments returned
+    assert series["events"] == 4  # two allocations, two frees; segments add points, not events
+    assert all(r >= b for r, b in zip(series["reserved_bytes"], series["bytes"]))
+
+
 def test_report_leaves_the_programs_own_memory_history(tracked):
     x = torch.ones(128, device="neuron")
     torch.neuron.memory._record_memory_history(context=None)

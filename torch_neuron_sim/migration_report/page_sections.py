@@ -63,13 +63,19 @@ def _memory_section(data, add) -> None:
     from bokeh.plotting import figure
 
     p = figure(height=320, sizing_mode="stretch_width", x_axis_label="seconds since the report started",
-               y_axis_label="MiB allocated", tools="pan,box_zoom,wheel_zoom,reset,save")
+               y_axis_label="MiB", tools="pan,box_zoom,wheel_zoom,reset,save")
     palette = ["#2b7bba", "#e8743b", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
     notes = []
     for i, t in enumerate(timeline):
-        mib = np.asarray(t["bytes"], dtype=np.float64) / 2**20
-        p.step(np.asarray(t["seconds"], dtype=np.float64), mib, mode="after", line_width=2, color=palette[i % len(palette)],
-               legend_label=t["device"])
+        seconds = np.asarray(t["seconds"], dtype=np.float64)
+        color = palette[i % len(palette)]
+        # Reserved (the caching allocator's segments, what must fit) dashed
+        # behind allocated (live blocks): the gap is the cache.
+        if t.get("reserved_bytes"):
+            p.step(seconds, np.asarray(t["reserved_bytes"], dtype=np.float64) / 2**20, mode="after", line_width=1.5,
+                   line_dash="dashed", color=color, alpha=0.6, legend_label=f"{t['device']} reserved")
+        p.step(seconds, np.asarray(t["bytes"], dtype=np.float64) / 2**20, mode="after", line_width=2, color=color,
+               legend_label=f"{t['device']} allocated")
         m = peaks.get(t["device"])
         if m:
             notes.append(f"{t['device']}: peak {_size(m['peak_bytes'])} allocated, {_size(m['peak_reserved_bytes'])} "
@@ -77,10 +83,11 @@ def _memory_section(data, add) -> None:
         if t.get("downsampled"):
             notes.append(f"{t['device']}: {t['events']} allocations and frees, drawn as {len(t['seconds'])} points "
                          "(each run of events keeps its lowest and highest value)")
-    p.add_tools(HoverTool(tooltips=[("t", "@x{0.000} s"), ("allocated", "@y{0.00} MiB")]))
+    p.add_tools(HoverTool(tooltips=[("t", "@x{0.000} s"), ("MiB", "@y{0.00}")]))
     p.legend.location = "top_left"
-    intro = "<p>Bytes allocated on each device, from the allocator's memory history. " + "; ".join(
-        html.escape(n) for n in notes) + ".</p>"
+    intro = ("<p>Bytes on each device, from the allocator's memory history: allocated (solid; live tensors' "
+             "blocks in their size classes) and reserved (dashed; the caching allocator's segments, free blocks "
+             "included: what must fit in HBM). " + "; ".join(html.escape(n) for n in notes) + ".</p>")
     add("HBM in use over time", intro, p, "hbm")
 
 

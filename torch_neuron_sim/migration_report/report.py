@@ -145,8 +145,11 @@ def _torch_compile(before: dict[str, Any], now: dict[str, Any]) -> dict[str, Any
 
 
 def _series(pending: Any) -> list[dict[str, Any]]:
+    # bytes: allocated (live blocks in their size classes), reserved_bytes:
+    # the segments; the same definitions as the memory cards' peaks, to the µs
+    # and in whole bytes (usage_series.cpp).
     return [{"device": f"neuron:{u['device']}", "events": u["events"], "downsampled": u["downsampled"],
-             "seconds": u["seconds"], "bytes": u["bytes"]}  # to the µs and in whole bytes (usage_series.cpp)
+             "seconds": u["seconds"], "bytes": u["bytes"], "reserved_bytes": u["reserved"]}
             for u in (pending.dicts() if pending is not None else [])]
 
 

@@ -39,6 +39,7 @@ ReportCounters reportCounters(bool reset_peaks) {
   const int n = runtime::deviceCount();
   c.allocated.assign(n, 0);
   c.peak.assign(n, 0);
+  c.reserved.assign(n, 0);
   c.peak_reserved.assign(n, 0);
   for (int i = 0; i < n; ++i) {
     runtime::CachingAllocator* a = runtime::reservedAllocator(i);  // never reserves one: reading must not
@@ -46,6 +47,7 @@ ReportCounters reportCounters(bool reset_peaks) {
     const runtime::AllocatorStats s = a->stats();
     c.allocated[i] = s.allocated_bytes.all.current;
     c.peak[i] = s.allocated_bytes.all.peak;
+    c.reserved[i] = s.reserved_bytes.all.current;
     c.peak_reserved[i] = s.reserved_bytes.all.peak;
     if (reset_peaks) a->resetPeak();
   }

@@ -73,9 +73,9 @@ struct ReportCounters {
   uint64_t host_casts64 = 0;
   HostCopyStats copies{0, 0, 0};
   // Per visible device: HBM held by live tensors' blocks and its peak, and
-  // the peak reserved by the caching allocator's segments (0 for a device
-  // whose HBM was never reserved: nothing was allocated there).
-  std::vector<int64_t> allocated, peak, peak_reserved;
+  // that reserved by the caching allocator's segments and its peak (0 for a
+  // device whose HBM was never reserved: nothing was allocated there).
+  std::vector<int64_t> allocated, peak, reserved, peak_reserved;
 };
 // With reset_peaks, each device's peak restarts from its current use after
 // it is read (a report's peaks are its own).

@@ -71,7 +71,10 @@ class NeuronAllocator final : public c10::DeviceAllocator {
     // host back their pages. Only allocators already reserved: emptying must
     // not reserve the others.
     for (int i = 0; i < runtime::deviceCount(); ++i)
-      if (CachingAllocator* a = runtime::reservedAllocator(i)) a->emptyCache();
+      if (CachingAllocator* a = runtime::reservedAllocator(i)) {
+        a->emptyCache();
+        if (runtime::debugModes() & runtime::kHistory) history::recordSegments(i, *a);  // segment_free
+      }
   }
   // Nothing to hold back: kernels finish at launch, so no stream has pending work on a block.
   void recordStream(const c10::DataPtr&, c10::Stream) override {}
@@ -91,6 +94,7 @@ class NeuronAllocator final : public c10::DeviceAllocator {
     d.num_ooms = s.num_ooms;
     d.num_device_alloc = s.num_device_alloc;
     d.num_device_free = s.num_device_free;
+    d.max_split_size = -1;  // as memory_stats(): no max_split_size_mb, every cached block may be split
     return d;
   }
   void resetAccumulatedStats(c10::DeviceIndex device) override { runtime::allocator(device).resetAccumulated(); }
@@ -200,7 +204,7 @@ void arenaDelete(void* ptr) {
   }
   if (C10_LIKELY(!runtime::debugModes())) return;
   if (f.guard_damaged) reportGuardDamage(a, ptr, f);
-  if (runtime::debugModes() & (runtime::kHistory | runtime::kGuard)) history::recordFree(ptr, f.block, f.requested);
+  if (runtime::debugModes() & (runtime::kHistory | runtime::kGuard)) history::recordFree(ptr, f.block, f.requested, f.size);
 }
 
 void rawFree(void* ptr) {
@@ -208,7 +212,7 @@ void rawFree(void* ptr) {
   if (!a) throw std::invalid_argument("free of memory that no neuron device's allocator owns");
   runtime::FreedBlock f = a->free(ptr);  // throws for a pointer that is no live block
   if (f.guard_damaged) reportGuardDamage(a, ptr, f);
-  if (runtime::debugModes() & (runtime::kHistory | runtime::kGuard)) history::recordFree(ptr, f.block, f.requested);
+  if (runtime::debugModes() & (runtime::kHistory | runtime::kGuard)) history::recordFree(ptr, f.block, f.requested, f.size);
 }
 
 c10::DataPtr allocateOn(int device, size_t bytes, c10::Device label) {
@@ -218,9 +222,10 @@ c10::DataPtr allocateOn(int device, size_t bytes, c10::Device label) {
   // live behind this word, so the common path pays nothing for them.
   const uint32_t modes = runtime::debugModes();
   const bool injected = C10_UNLIKELY(modes & runtime::kFailAlloc) && bytes > 0 && runtime::consumeAllocation();
-  uintptr_t block = 0;  // where the block starts, for the memory history
+  uintptr_t block = 0;  // where the block starts and its bytes, for the memory history
+  uint64_t block_size = 0;
   // The allocator has already returned its free cached segments and retried.
-  void* p = injected ? nullptr : alloc->allocate(bytes, &block);
+  void* p = injected ? nullptr : alloc->allocate(bytes, &block, &block_size);
   if (!p && bytes > 0) {
     // Tensors kept alive only by unreachable Python reference cycles can
     // still be freed: the reclaim hook runs Python's garbage collector.
@@ -228,7 +233,7 @@ c10::DataPtr allocateOn(int device, size_t bytes, c10::Device label) {
       alloc->countRequest();
     } else if (g_reclaim) {
       g_reclaim();
-      p = alloc->allocate(bytes, &block);
+      p = alloc->allocate(bytes, &block, &block_size);
       if (p) alloc->countRetry();
     }
     if (!p) {
@@ -236,7 +241,10 @@ c10::DataPtr allocateOn(int device, size_t bytes, c10::Device label) {
       const runtime::AllocatorStats s = alloc->stats();
       const uint64_t cap = alloc->capacity(), limit = alloc->limit();
       const uint64_t reserved = s.reserved_bytes.all.current, allocated = s.allocated_bytes.all.current;
-      if (modes & runtime::kHistory) history::recordOom(device, bytes, limit > reserved ? limit - reserved : 0);
+      if (modes & runtime::kHistory) {
+        history::recordSegments(device, *alloc);  // the cached segments the retry returned
+        history::recordOom(device, bytes, limit > reserved ? limit - reserved : 0);
+      }
       std::ostringstream why;
       if (injected)
         why << " This failure was injected (NEURON_SIM_FAIL_ALLOC_AT or torch_neuron_sim.inject_oom).";
@@ -253,7 +261,10 @@ c10::DataPtr allocateOn(int device, size_t bytes, c10::Device label) {
           "lower the batch size, or model a larger device with NEURON_SIM_PROFILE / NEURON_SIM_HBM_GB.");
     }
   }
-  if (C10_UNLIKELY(modes & (runtime::kHistory | runtime::kGuard)) && p) history::recordAlloc(device, p, block, bytes);
+  if (C10_UNLIKELY(modes & (runtime::kHistory | runtime::kGuard)) && p) {
+    if (modes & runtime::kHistory) history::recordSegments(device, *alloc);  // segment_alloc before the alloc in it
+    history::recordAlloc(device, p, block, bytes, block_size);
+  }
   return c10::DataPtr(p, p, &arenaDelete, label);
 }
 

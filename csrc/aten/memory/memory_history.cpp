@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/caching_allocator.h"
 #include "runtime/debug_modes.h"
 #include "runtime/device.h"
 #include "runtime/fault_injection.h"
@@ -71,15 +72,15 @@ void setStackCapture(StackCapture capture) { g_capture.store(capture, std::memor
 // Sites are keyed by the data pointer (what a guard report or a tensor
 // knows); trace entries carry the block's start, as the snapshot's blocks do,
 // so the visualizer matches them even when guard bytes precede the data.
-void recordAlloc(int device, const void* data, uintptr_t block, size_t requested) {
+void recordAlloc(int device, const void* data, uintptr_t block, size_t requested, uint64_t block_size) {
   State& s = state();
   Stack frames = (wantsSites(s) || (s.record_trace && s.record_frames)) ? captureStack() : Stack();
   std::lock_guard<std::mutex> g(s.mu);
   if (wantsSites(s)) s.sites[reinterpret_cast<uintptr_t>(data)] = frames;
-  push(s, device, {Action::kAlloc, block, requested, 0, nowUs(), frames});
+  push(s, device, {Action::kAlloc, block, requested, block_size, 0, nowUs(), frames});
 }
 
-void recordFree(const void* data, uintptr_t block, size_t requested) {
+void recordFree(const void* data, uintptr_t block, size_t requested, uint64_t block_size) {
   State& s = state();
   Stack frames = s.record_trace && s.record_frames ? captureStack() : Stack();
   int device = deviceOf(data);
@@ -87,15 +88,27 @@ void recordFree(const void* data, uintptr_t block, size_t requested) {
   s.sites.erase(reinterpret_cast<uintptr_t>(data));
   int64_t t = nowUs();
   // Blocks return to the arena at once: the free is requested and completed together.
-  push(s, device, {Action::kFreeRequested, block, requested, 0, t, frames});
-  push(s, device, {Action::kFreeCompleted, block, requested, 0, t, frames});
+  push(s, device, {Action::kFreeRequested, block, requested, block_size, 0, t, frames});
+  push(s, device, {Action::kFreeCompleted, block, requested, block_size, 0, t, frames});
 }
 
 void recordOom(int device, size_t requested, uint64_t device_free) {
   State& s = state();
   Stack frames = s.record_trace && s.record_frames ? captureStack() : Stack();
   std::lock_guard<std::mutex> g(s.mu);
-  push(s, device, {Action::kOom, 0, requested, device_free, nowUs(), frames});
+  push(s, device, {Action::kOom, 0, requested, 0, device_free, nowUs(), frames});
+}
+
+void recordSegments(int device, runtime::CachingAllocator& allocator) {
+  std::vector<runtime::SegmentEvent> events = allocator.takeSegmentEvents();
+  if (events.empty()) return;
+  State& s = state();
+  // The stack of the call that took or returned the segments (an allocation, empty_cache).
+  Stack frames = s.record_trace && s.record_frames ? captureStack() : Stack();
+  std::lock_guard<std::mutex> g(s.mu);
+  const int64_t t = nowUs();
+  for (const runtime::SegmentEvent& e : events)
+    push(s, device, {e.alloc ? Action::kSegmentAlloc : Action::kSegmentFree, e.address, e.size, e.size, 0, t, frames});
 }
 
 std::string allocationSite(const void* data) {
@@ -120,6 +133,8 @@ const char* actionName(Action a) {
     case Action::kFreeRequested: return "free_requested";
     case Action::kFreeCompleted: return "free_completed";
     case Action::kOom: return "oom";
+    case Action::kSegmentAlloc: return "segment_alloc";
+    case Action::kSegmentFree: return "segment_free";
   }
   return "?";
 }

@@ -15,6 +15,10 @@
 #include <string>
 #include <vector>
 
+namespace neuron_sim::runtime {
+class CachingAllocator;
+}
+
 namespace neuron_sim::history {
 
 struct Frame {
@@ -30,11 +34,18 @@ using Stack = std::shared_ptr<const std::vector<Frame>>;
 using StackCapture = Stack (*)();
 void setStackCapture(StackCapture capture);
 
-// `block` is where the block started (Arena::allocate tells), as for recordFree.
-void recordAlloc(int device, const void* data, uintptr_t block, size_t requested);
+// `block` is where the block started (CachingAllocator::allocate tells), as
+// for recordFree; block_size its bytes (the size class), which the
+// allocator's allocated bytes count.
+void recordAlloc(int device, const void* data, uintptr_t block, size_t requested, uint64_t block_size);
 // `block` is where the block started: the address snapshots and traces use.
-void recordFree(const void* data, uintptr_t block, size_t requested);
+void recordFree(const void* data, uintptr_t block, size_t requested, uint64_t block_size);
 void recordOom(int device, size_t requested, uint64_t device_free);
+// Takes the allocator's segment events (segments taken from or returned to
+// the arena) into the device's trace as segment_alloc / segment_free. Call
+// with no allocator lock held, after each allocate or empty_cache while
+// runtime::kHistory is set.
+void recordSegments(int device, runtime::CachingAllocator& allocator);
 // "  File "x.py", line 3, in f" lines of the block's allocation, innermost last.
 std::string allocationSite(const void* data);
 
@@ -44,13 +55,15 @@ std::string allocationSite(const void* data);
 void recordHistory(const std::optional<std::string>& enabled, const std::optional<std::string>& context,
                    size_t max_entries, bool clear);
 
-enum class Action { kAlloc, kFreeRequested, kFreeCompleted, kOom };
-const char* actionName(Action a);  // "alloc", "free_requested", "free_completed", "oom"
+enum class Action { kAlloc, kFreeRequested, kFreeCompleted, kOom, kSegmentAlloc, kSegmentFree };
+// "alloc", "free_requested", "free_completed", "oom", "segment_alloc", "segment_free"
+const char* actionName(Action a);
 
 struct TraceEntry {
   Action action;
-  uintptr_t addr;         // the block's start (not for kOom)
-  uint64_t size;
+  uintptr_t addr;         // the block's or the segment's start (not for kOom)
+  uint64_t size;          // blocks: the bytes asked for (as torch.cuda's trace); segments: their bytes
+  uint64_t block_size;    // blocks: their size class (what allocated bytes count); segments: their bytes
   uint64_t device_free;  // for kOom
   int64_t time_us;
   Stack frames;  // null: recorded without context
