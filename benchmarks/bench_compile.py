@@ -2,7 +2,10 @@
 on the CPU, one training step (forward, backward, SGD), measured in one run.
 
 Models: an MLP (three Linear layers with GELU) and a small pre-norm transformer
-block (LayerNorm, 4-head causal attention, GELU MLP), both matmul-bound; and a
+block (LayerNorm, 4-head causal attention, GELU MLP), both matmul-bound; the
+block in train mode with dropout (random ops in the compiled graphs); the tiny
+BERT masked-LM step of examples/bert_mlm_pretrain.py (its tokenizer and
+DataCollatorForLanguageModeling, dropout 0.1, AdamW); and a
 small MLP (64 wide, batch 16) whose step is overhead-bound: per-op dispatch,
 Dynamo's guards, the launch wrappers and the autograd engine cost more than
 its arithmetic, the case a single-launch compiled graph is meant for. For
@@ -18,7 +21,11 @@ Inductor gains over eager on the CPU for the same step, the ceiling of the
 neuron gain, since the neuron executor runs Inductor's CPU kernels and the
 same matmul library), best and median of interleaved batches. The cold
 compile time (first step of the compiled neuron model, forward and backward
-graphs; Inductor's on-disk caches make later runs faster) is a row too.
+graphs; Inductor's on-disk caches make later runs faster) is a row too, and
+so is the cost of a recompile: the training step compiled for a second batch
+size after the first, against that batch size compiled first by a fresh
+compiler (both with the compile caches off, so each is a whole compilation;
+aim: the recompile costs no more).
 benchmarks/run_all.py puts these rows in docs/benchmarks.md and the README.
 
 --breakdown prints where a step's time goes instead: per phase (forward,
@@ -28,6 +35,7 @@ with --write-doc it also rewrites that section of docs/compile.md (between
 its breakdown markers), so the page shows figures of a run, not typed ones.
 
 Usage: python benchmarks/bench_compile.py [--repeats N] [--threads T] [--breakdown [--write-doc]] [--model NAME]
+(--model recompile: the recompile row alone)
 """
 import datetime
 import os
@@ -41,6 +49,7 @@ import torch_neuron_sim  # noqa: F401  (registers the device)
 from timing import Row, cli
 
 GROUP, GAIN_GROUP, CPU_GROUP, COLD_GROUP = "compile", "compile-gain", "compile-cpu", "compile-cold"
+RECOMPILE_GROUP = "compile-recompile"
 
 
 class MLP(torch.nn.Module):
@@ -102,11 +111,66 @@ class DropoutBlock(Block):
         return x + self.drop(self.mlp(self.ln2(x)))
 
 
+class BertMaskedLM(torch.nn.Module):
+    """The tiny BERT of examples/bert_mlm_pretrain.py (fp32, dropout 0.1, eager
+    attention); forward returns the masked-LM loss. Its batch: bert_batch."""
+
+    def __init__(self):
+        super().__init__()
+        from transformers import BertForMaskedLM
+        script, tok = _bert_example()
+        self.bert = BertForMaskedLM(script.model_config(tok, dropout=0.1))
+
+    def forward(self, input_ids, token_type_ids, attention_mask, labels):
+        return self.bert(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask,
+                         labels=labels).loss
+
+
+def _bert_example():
+    """The example script as a module, and its tokenizer (built from its local vocabulary)."""
+    import importlib.util
+    import tempfile
+    path = Path(__file__).resolve().parent.parent / "examples" / "bert_mlm_pretrain.py"
+    spec = importlib.util.spec_from_file_location("bert_mlm_pretrain", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    with tempfile.TemporaryDirectory() as d:
+        return script, script.tokenizer(d)
+
+
+def bert_batch(batch: int = 8, length: int = 32) -> tuple:
+    """Sentences of the example's corpus, tokenized, padded to `length` and
+    masked by DataCollatorForLanguageModeling (15%), once: the same tensors on both sides."""
+    from transformers import DataCollatorForLanguageModeling
+    script, tok = _bert_example()
+    collator = DataCollatorForLanguageModeling(tokenizer=tok, mlm_probability=0.15, pad_to_multiple_of=length, seed=0)
+    b = collator([tok(t, truncation=True, max_length=length) for t in script.corpus(batch, seed=1)])
+    return tuple(b[k] for k in ("input_ids", "token_type_ids", "attention_mask", "labels"))
+
+
+# Models whose forward returns the loss: their input is their batch (a tuple), with no target.
+BATCHES = {BertMaskedLM: bert_batch}
+
+
+def inputs(make_model, shape):
+    """(x, y) on the CPU: a random input and target, or the model's own batch and no target."""
+    torch.manual_seed(0)
+    if make_model in BATCHES:
+        return BATCHES[make_model](), None
+    return torch.randn(*shape), torch.randn(*shape)
+
+
+def to(t, device):
+    if t is None:
+        return None
+    return tuple(a.to(device) for a in t) if isinstance(t, tuple) else t.to(device)
+
+
 def make_step(model, run, x, y):
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    opt = (torch.optim.AdamW if isinstance(x, tuple) else torch.optim.SGD)(model.parameters(), lr=1e-3)
 
     def step():
-        loss = torch.nn.functional.mse_loss(run(x), y)
+        loss = run(*x) if isinstance(x, tuple) else torch.nn.functional.mse_loss(run(x), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -126,15 +190,14 @@ VARIANTS = (("compiled neuron", "neuron", "neuron"), ("eager neuron", "neuron", 
 
 
 def bench(name, make_model, shape, repeats, inner, aim):
-    torch.manual_seed(0)
-    x_cpu, y_cpu = torch.randn(*shape), torch.randn(*shape)
+    x_cpu, y_cpu = inputs(make_model, shape)
     steps = {}
     cold = None
     for label, device, compiled in VARIANTS:
         torch.manual_seed(0)
         model = make_model().to(device)
         run = torch.compile(model, backend=compiled) if compiled else model
-        step = make_step(model, run, x_cpu.to(device), y_cpu.to(device))
+        step = make_step(model, run, to(x_cpu, device), to(y_cpu, device))
         t0 = time.perf_counter()
         step()  # compiles (cold) on the first call
         if label == "compiled neuron":
@@ -166,13 +229,72 @@ def bench(name, make_model, shape, repeats, inner, aim):
 MODELS = (("MLP 256-1024-1024-256, batch 64", MLP, (64, 256), 10, 1.1),
           ("transformer block d=128 h=4, batch 8x64", Block, (8, 64, 128), 5, 1.1),
           ("transformer block with dropout 0.1 (train), batch 8x64", DropoutBlock, (8, 64, 128), 5, 1.15),
+          ("BERT masked-LM d=64 2 layers, dropout 0.1 (train), batch 8x32, AdamW", BertMaskedLM, None, 5, 1.15),
           ("small MLP 64-64-64-64, batch 16 (overhead-bound)", SmallMLP, (16, 64), 100, 1.2))
+
+
+class RecompiledMLP(MLP):
+    """MLP with a forward of its own: Dynamo keys its compiled code by the code object."""
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def compile_seconds(batches: list[int]) -> list[float]:
+    """Seconds of the first compiled neuron training step at each batch size in
+    turn, with one fresh compiler and model (the first size compiles, each
+    later one recompiles). Dynamo is reset, and Inductor's FX graph cache and
+    the compiled-graph caches are off or empty: each is a whole compilation."""
+    import tempfile
+
+    import torch._dynamo
+    import torch._inductor.config as inductor_config
+
+    from torch_neuron_sim.compile import compiler
+    torch._dynamo.reset()
+    compiler.clear_memory_cache()
+    torch.manual_seed(0)
+    model = RecompiledMLP().to("neuron")
+    run = torch.compile(model, backend="neuron")
+    out = []
+    saved = os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR")
+    with tempfile.TemporaryDirectory() as neff, inductor_config.patch(fx_graph_cache=False):
+        os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = neff
+        try:
+            for b in batches:
+                x = torch.randn(b, 256, device="neuron")
+                step = make_step(model, run, x, torch.randn_like(x))
+                t0 = time.perf_counter()
+                step()
+                out.append(time.perf_counter() - t0)
+        finally:
+            if saved is None:
+                os.environ.pop("TORCH_NEURONX_NEFF_CACHE_DIR", None)
+            else:
+                os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = saved
+    torch._dynamo.reset()
+    return out
+
+
+def recompile_cost(repeats: int) -> Row:
+    """A second batch size (48 after 64) recompiles the step: it should cost
+    no more than compiling batch 48 first. Alternated, so load hits both alike."""
+    again, first = [], []
+    for _ in range(repeats):
+        again.append(compile_seconds([64, 48])[1])
+        first.append(compile_seconds([48])[0])
+    row = Row(RECOMPILE_GROUP, "MLP 256-1024-1024-256 step, batch 48 after 64: recompile vs first compile",
+              min(again), min(first), min(again) / min(first), statistics.median(again) / statistics.median(first),
+              1.0)
+    print(row.line(), flush=True)
+    return row
 
 
 def run(repeats: int = 9) -> list[Row]:
     rows = []
     for name, make_model, shape, inner, aim in MODELS:
         rows += bench(name, make_model, shape, repeats, inner, aim)
+    rows.append(recompile_cost(max(2, repeats // 3)))
     return rows
 
 
@@ -206,14 +328,13 @@ def breakdown(name, make_model, shape, repeats, inner):
         return call
     graph_call, launch_call = timing(output_code.CompiledFxGraph, "graph"), timing(executors.Launch, "launch")
     try:
-        torch.manual_seed(0)
-        x_cpu, y_cpu = torch.randn(*shape), torch.randn(*shape)
+        x_cpu, y_cpu = inputs(make_model, shape)
         variants = {}
         for label, device, compiled in VARIANTS:
             torch.manual_seed(0)
             model = make_model().to(device)
             run_ = torch.compile(model, backend=compiled) if compiled else model
-            variants[label] = (run_, torch.optim.SGD(model.parameters(), lr=1e-3), x_cpu.to(device), y_cpu.to(device))
+            variants[label] = (run_, torch.optim.SGD(model.parameters(), lr=1e-3), to(x_cpu, device), to(y_cpu, device))
         # The same compiled neuron step with autograd's multithreading off: the
         # backward then runs on the caller's thread, as the CPU's does, so the
         # difference to "compiled neuron" is what the engine's device-thread
@@ -222,9 +343,9 @@ def breakdown(name, make_model, shape, repeats, inner):
 
         def phases(run_, opt, x, y):
             w0, t0 = time.perf_counter(), clock()
-            out = run_(x)
+            out = run_(*x) if isinstance(x, tuple) else run_(x)
             t1 = clock()
-            loss = torch.nn.functional.mse_loss(out, y)
+            loss = out if y is None else torch.nn.functional.mse_loss(out, y)
             t2 = clock()
             opt.zero_grad(set_to_none=True)
             t3 = clock()
@@ -289,6 +410,8 @@ def main():
             blocks.append(breakdown(name, make_model, shape, args.repeats, max(1, inner // 5)))
         else:
             bench(name, make_model, shape, args.repeats, inner, aim)
+    if not args.breakdown and args.model in "recompile":  # every model, or --model recompile
+        recompile_cost(max(2, args.repeats // 3))
     if args.write_doc:
         write_doc(blocks, args.threads)
 

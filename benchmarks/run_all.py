@@ -67,6 +67,9 @@ TITLES = {
                    "CPU, the ceiling of the gain on neuron, whose executor runs Inductor's CPU kernels)",
     "compile-cold": "torch.compile, the first step (`benchmarks/bench_compile.py`; the CPU column is a warm "
                     "compiled neuron step)",
+    "compile-recompile": "torch.compile, recompiling for a second shape (`benchmarks/bench_compile.py`; both "
+                         "columns compile the same step on neuron with the compile caches off: *recompile* after "
+                         "another batch size was compiled, *first compile* in a fresh compiler)",
     "distributed": "Collectives, 2 ranks spawned (`benchmarks/bench_distributed.py`; CPU: CPU tensors on gloo in "
                    "the same process group; rank 0's clock)",
     "distributed-switches": "Thread switches (context switches of all of rank 0's threads) per collective "
@@ -90,6 +93,7 @@ PLAN = [(bench_ops, 21, 5), (bench_memory, 9, 3), (bench_report, 15, 5), (bench_
 COLUMNS = {
     "report": ("report on", "report off", "on/off"),
     "profiler": ("time", "baseline", "time/baseline"),
+    "compile-recompile": ("recompile", "first compile", "recompile/first"),
 }
 
 

@@ -3,8 +3,11 @@ torch.compile on neuron against Inductor on the CPU: compiled forward,
 backward and AdamW steps give the CPU's losses, with no graph run op by op
 and no op falling back to the CPU inside a compiled graph. Dropout is 0 so
 the two devices' random streams do not enter the losses (random ops in
-compiled graphs: test_compile_random_and_shapes.py)."""
+compiled graphs: test_compile_random_and_shapes.py). Most of the cost is
+Inductor compiling each model's graphs twice (neuron and CPU): one layer and
+two steps by default, two layers and four steps with NEURON_SIM_LONG_RUN=deep."""
 import copy
+import os
 
 import pytest
 import torch
@@ -14,13 +17,17 @@ import torch_neuron_sim
 from torch_neuron_sim.compile import compiler, graphs
 
 import transformers  # noqa: E402  (a test extra, installed by make setup)
+from transformers import DataCollatorForLanguageModeling  # noqa: E402
 
+DEEP = os.environ.get("NEURON_SIM_LONG_RUN") == "deep"
+LAYERS, STEPS = (2, 4) if DEEP else (1, 2)
 V = 96  # vocabulary
-SMALL = dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_attention_heads=2, num_hidden_layers=2)
+_TOKENIZER = None  # (tokenizer, corpus) of the BERT example, built on first use
+SMALL = dict(vocab_size=V, hidden_size=32, intermediate_size=64, num_attention_heads=2, num_hidden_layers=LAYERS)
 
 
 def gpt2():
-    cfg = transformers.GPT2Config(vocab_size=V, n_embd=32, n_layer=2, n_head=2, n_positions=32, resid_pdrop=0.0,
+    cfg = transformers.GPT2Config(vocab_size=V, n_embd=32, n_layer=LAYERS, n_head=2, n_positions=32, resid_pdrop=0.0,
                                   embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
     return transformers.GPT2LMHeadModel(cfg), _causal_batch
 
@@ -31,28 +38,24 @@ def llama():
 
 
 def bert_mlm():
-    cfg = transformers.BertConfig(**SMALL, max_position_embeddings=32, hidden_dropout_prob=0.0,
+    global _TOKENIZER
+    _TOKENIZER = _TOKENIZER or _bert_tokenizer()
+    cfg = transformers.BertConfig(**{**SMALL, "vocab_size": len(_TOKENIZER[0])}, pad_token_id=0, max_position_embeddings=32, hidden_dropout_prob=0.0,
                                   attention_probs_dropout_prob=0.0, attn_implementation="eager")
     return transformers.BertForMaskedLM(cfg), _mlm_batch
 
 
 def t5():
-    cfg = transformers.T5Config(vocab_size=V, d_model=32, d_kv=16, d_ff=64, num_layers=2, num_heads=2,
+    cfg = transformers.T5Config(vocab_size=V, d_model=32, d_kv=16, d_ff=64, num_layers=LAYERS, num_heads=2,
                                 dropout_rate=0.0, decoder_start_token_id=0)
     return transformers.T5ForConditionalGeneration(cfg), _seq2seq_batch
 
 
 def vit():
-    cfg = transformers.ViTConfig(hidden_size=32, intermediate_size=64, num_attention_heads=2, num_hidden_layers=2,
+    cfg = transformers.ViTConfig(hidden_size=32, intermediate_size=64, num_attention_heads=2, num_hidden_layers=LAYERS,
                                  image_size=16, patch_size=8, num_labels=3, hidden_dropout_prob=0.0,
                                  attention_probs_dropout_prob=0.0)
     return transformers.ViTForImageClassification(cfg), _image_batch
-
-
-def mixtral():
-    cfg = transformers.MixtralConfig(**SMALL, num_key_value_heads=1, num_local_experts=4, num_experts_per_tok=2,
-                                     max_position_embeddings=32)
-    return transformers.MixtralForCausalLM(cfg), _causal_batch
 
 
 def _causal_batch(g):
@@ -60,26 +63,28 @@ def _causal_batch(g):
     return {"input_ids": ids, "labels": ids}
 
 
+def _bert_tokenizer():
+    """The WordPiece tokenizer of examples/bert_mlm_pretrain.py, built from its local vocabulary (no download)."""
+    import importlib.util
+    import os
+    import tempfile
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "bert_mlm_pretrain.py")
+    spec = importlib.util.spec_from_file_location("bert_mlm_pretrain", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    with tempfile.TemporaryDirectory() as d:
+        return script.tokenizer(d), script.corpus
+
+
 def _mlm_batch(g):
-    from transformers import DataCollatorForLanguageModeling
-
-    class Tok:  # what the collator reads of a tokenizer
-        mask_token = "[MASK]"
-        mask_token_id = 3
-        pad_token_id = 0
-        padding_side = "right"
-
-        def __len__(self):
-            return V
-
-        def pad(self, examples, return_tensors="pt", **kwargs):
-            return {"input_ids": torch.stack([torch.as_tensor(e["input_ids"]) for e in examples])}
-
-        def get_special_tokens_mask(self, ids, already_has_special_tokens=True):
-            return [0] * len(ids)
-
-    collator = DataCollatorForLanguageModeling(Tok(), mlm_probability=0.3, seed=int(torch.randint(0, 99, (1,), generator=g)))
-    return dict(collator([{"input_ids": torch.randint(4, V, (12,), generator=g)} for _ in range(2)]))
+    """Sentences tokenized, padded to one length and masked by DataCollatorForLanguageModeling, as a
+    masked-LM pretraining script feeds BERT (input_ids, token_type_ids, attention_mask, labels)."""
+    tok, corpus = _TOKENIZER
+    collator = DataCollatorForLanguageModeling(tok, mlm_probability=0.3, pad_to_multiple_of=16,
+                                               seed=int(torch.randint(0, 99, (1,), generator=g)))
+    texts = corpus(2, seed=int(torch.randint(0, 99, (1,), generator=g)))
+    return dict(collator([tok(t, truncation=True, max_length=16) for t in texts]))
 
 
 def _seq2seq_batch(g):
@@ -107,7 +112,7 @@ def _train(model, batches, device, steps_fallbacks):
     return losses
 
 
-@pytest.mark.parametrize("build", [gpt2, llama, vit], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("build", [bert_mlm, t5, gpt2, llama, vit], ids=lambda f: f.__name__)
 def test_compiled_training_on_neuron_equals_inductor_on_the_cpu(build, tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "neff"))
     torch._dynamo.reset()
@@ -116,7 +121,7 @@ def test_compiled_training_on_neuron_equals_inductor_on_the_cpu(build, tmp_path,
     torch.manual_seed(0)
     model, make_batch = build()
     g = torch.Generator().manual_seed(1)
-    batches = [make_batch(g) for _ in range(2)]
+    batches = [make_batch(g) for _ in range(STEPS)]
     cpu_losses = _train(copy.deepcopy(model), batches, "cpu", [])
     fallbacks = []
     neuron_losses = _train(model, batches, "neuron", fallbacks)

@@ -121,9 +121,33 @@ def test_dynamic_true_and_mark_dynamic_keep_their_errors():
 
 def test_past_the_recompile_limit_the_function_runs_eagerly(caplog):
     f = torch.compile(lambda x: torch.relu(x) + 1, backend="neuron", options={"executor": "graph"})
+
+    def call(n):  # (launches of compiled graphs, device ops run eagerly) during one call
+        launches = sum(r.launches for r in graphs.records())
+        torch_neuron_sim.clear_op_tracking()
+        x = torch.randn(n, device="neuron")
+        torch.testing.assert_close(f(x).cpu(), torch.relu(x.cpu()) + 1)  # results equal, compiled or not
+        return sum(r.launches for r in graphs.records()) - launches, torch_neuron_sim.get_op_counts()
+
     with torch._dynamo.config.patch(recompile_limit=2), caplog.at_level(logging.WARNING):
-        for n in (2, 3, 4, 5):
-            x = torch.randn(n, device="neuron")
-            torch.testing.assert_close(f(x).cpu(), torch.relu(x.cpu()) + 1)
-    assert counters["neuron"]["compiled_graphs"] == 2
-    assert any("recompile_limit" in r.getMessage() for r in caplog.records)
+        for n in (2, 3):  # within the limit: one compiled graph per shape, launched once
+            launched, _ = call(n)
+            assert launched == 1
+        assert not any("recompile_limit" in r.getMessage() for r in caplog.records)
+        for n in (4, 5):  # past it: Dynamo compiles nothing more and the frame's new shapes run eagerly on the device
+            launched, ops = call(n)
+            assert launched == 0
+            assert ops["aten::relu"] == {"executed": 1, "fallback": 0} and ops["aten::add.Tensor"]["executed"] == 1
+        # one warning, naming the limit, when it is hit: from then on the frame only runs what it compiled
+        assert sum("torch._dynamo hit config.recompile_limit (2)" in r.getMessage() for r in caplog.records) == 1
+        launched, _ = call(3)  # a shape compiled before the limit still runs its graph
+        assert launched == 1
+    assert counters["neuron"]["compiled_graphs"] == 2 and len(torch.neuron.get_dynamo_metrics()) == 2
+
+
+def test_past_the_recompile_limit_fail_on_recompile_limit_hit_raises():
+    f = torch.compile(lambda x: x * 2, backend="neuron", options={"executor": "graph"})
+    with torch._dynamo.config.patch(recompile_limit=1, fail_on_recompile_limit_hit=True):
+        f(torch.ones(2, device="neuron"))
+        with pytest.raises(torch._dynamo.exc.FailOnRecompileLimitHit, match="fail_on_recompile_limit_hit"):
+            f(torch.ones(3, device="neuron"))

@@ -75,9 +75,18 @@ def test_fallback_execution_option_overrides_the_variable(monkeypatch, env, opti
 
 
 def test_fallback_execution_must_be_a_bool():
+    # The backend raises TypeError at the first call (when Dynamo hands it the
+    # graph); Dynamo reports a backend's exception as BackendCompilerFailed,
+    # holding the TypeError as its inner_exception.
     f = torch.compile(lambda x: x + 1, backend="neuron", options={"fallback_execution": "yes"})
-    with pytest.raises(Exception, match=r"option 'fallback_execution' must be True or False, got 'yes' \(str\)"):
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed) as failed:
         f(torch.ones(2, device="neuron"))
+    assert type(failed.value.inner_exception) is TypeError
+    assert str(failed.value.inner_exception) == ("torch.compile(backend='neuron'): option 'fallback_execution' must be "
+                                                 "True or False, got 'yes' (str)")
+    assert "TypeError: torch.compile(backend='neuron'): option 'fallback_execution'" in str(failed.value)
+    g = torch.compile(lambda x: x + 1, backend="neuron", options={**GRAPH, "fallback_execution": False})
+    assert g(torch.ones(2, device="neuron")).cpu().tolist() == [2.0, 2.0]  # the process stays usable
 
 
 def test_an_unknown_option_warns_naming_it():

@@ -217,10 +217,7 @@ def train_gpt(model, device, compiled=False, steps=5):
     return losses
 
 
-@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.xfail(
-    strict=True, reason="known defect: the compiled backward of a FlexAttention graph meets an input whose "
-                        "strides differ from the traced ones (expected stride 256==8 at dim=1)"))],
-    ids=["eager", "compiled"])
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 def test_tiny_gpt_with_flex_attention_trains_like_cpu(compiled):
     import torch._dynamo
     torch._dynamo.reset()

@@ -68,6 +68,16 @@ def _broadcast_batch(query: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     return t.expand((bq, *t.shape[1:]))
 
 
+def _laid_out_like(t: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    """t in ref's dimension order with the last dimension innermost: the layout
+    the higher-order ops' meta kernels give their results (the output like the
+    query, each gradient like its input). A compiled graph is traced with those
+    strides and its compiled backward asserts them on what the forward saved."""
+    last = ref.dim() - 1
+    order = [i for i in sorted(range(ref.dim()), key=ref.stride, reverse=True) if i != last] + [last]
+    return t.permute(order).contiguous().permute([order.index(i) for i in range(len(order))])
+
+
 def _masked_scores(query, key, score_mod, block_mask, scale, score_mod_other_buffers, mask_mod_other_buffers):
     """scores = q·kᵀ·scale in float32 (B, Hq, L, S), and the same after
     score_mod with masked positions at -inf; also the mask."""
@@ -104,7 +114,7 @@ def flex_attention_forward(query: torch.Tensor, key: torch.Tensor, value: torch.
     lse = torch.log(denom) + shift  # -inf on fully masked rows
     probs = e / torch.where(masked_row, torch.ones_like(denom), denom)  # fully masked rows: 0
     out = _ungrouped(torch.matmul(_grouped(probs.to(query.dtype), hkv), value.to(query.dtype)), hq)
-    return out, lse.squeeze(-1) / _LN2, row_max.squeeze(-1) / _LN2
+    return _laid_out_like(out, query), lse.squeeze(-1) / _LN2, row_max.squeeze(-1) / _LN2
 
 
 def flex_attention_backward(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, out: torch.Tensor,
@@ -122,6 +132,7 @@ def flex_attention_backward(query: torch.Tensor, key: torch.Tensor, value: torch
     from torch._dynamo._trace_wrapped_higher_order_op import TransformGetItemToIndex
 
     bkv = key.size(0)
+    key_in, value_in = key, value
     key = _broadcast_batch(query, key)
     value = _broadcast_batch(query, value)
     hq, hkv = query.size(1), key.size(1)
@@ -151,8 +162,9 @@ def flex_attention_backward(query: torch.Tensor, key: torch.Tensor, value: torch
             grad_scores, _, _, _, _, *buffer_grads = joint(scores, b, h, m, n, grad_post, *score_mod_other_buffers)
     grad_scores = torch.where(mask, grad_scores * scale, torch.zeros((), dtype=work, device=scores.device))
     grad_scores = _grouped(grad_scores.to(query.dtype), hkv)
-    grad_query = _ungrouped(torch.matmul(grad_scores, key), hq)
-    grad_key = torch.matmul(grad_scores.transpose(-2, -1), _grouped(query, hkv))
+    grad_query = _laid_out_like(_ungrouped(torch.matmul(grad_scores, key), hq), query)
+    grad_key = _laid_out_like(torch.matmul(grad_scores.transpose(-2, -1), _grouped(query, hkv)), key_in)
+    grad_value = _laid_out_like(grad_value, value_in)
     if bkv != query.size(0):  # a broadcast key/value batch: sum its gradients over the query batch
         grad_key = grad_key.sum(0, keepdim=True)
         grad_value = grad_value.sum(0, keepdim=True)
