@@ -109,7 +109,9 @@ dtype-widening: setup
 SANITIZE_TESTS ?= tests/execution/test_execution.py tests/execution/test_structured_fallback.py tests/memory/test_memory_api.py tests/memory/test_memory_debug.py \
 	tests/memory/test_memory_reliability.py tests/device/test_streams.py tests/execution/test_dtype_policy.py tests/execution/test_errors.py \
 	tests/device/test_registration.py tests/execution/test_attention.py tests/device/test_random.py tests/memory/test_pinned_memory.py \
-	tests/execution/test_complex_views.py tests/execution/test_dtype_widening.py tests/execution/test_unsupported.py
+	tests/execution/test_complex_views.py tests/execution/test_dtype_widening.py tests/execution/test_unsupported.py \
+	tests/execution/test_fuzz_views_and_ops.py tests/execution/test_hostile_native_tables.py tests/device/test_concurrent_threads.py \
+	tests/device/test_autograd_exit.py
 test-sanitize: setup
 	$(BUILD_ENV) $(PY) scripts/test_sanitize.py $(SANITIZE_TESTS)
 
@@ -120,11 +122,12 @@ stress-exit: setup
 	$(PY) scripts/stress_exit.py --runs 200 --jobs 2
 
 # The extension built with ThreadSanitizer in build-tsan/ (the normal build is
-# untouched), then the tests that drive the C++ layers from several threads;
+# untouched), then the same tests as test-sanitize (among them the eight-thread
+# test, streams and the autograd device thread at exit);
 # docs/sanitizer.md gets the run's figures and its suppressions with their
 # reasons (scripts/test_sanitize.py --thread). Not in `make test`, for the
 # same reason as test-sanitize.
-TSAN_TESTS ?= tests/test_autograd_exit.py tests/test_streams.py tests/device/test_concurrent_threads.py
+TSAN_TESTS ?= $(SANITIZE_TESTS)
 test-tsan: setup
 	$(BUILD_ENV) $(PY) scripts/test_sanitize.py --thread $(TSAN_TESTS)
 
