@@ -17,7 +17,7 @@ STAMPS := .stamps
 CCACHE_DIR_PATH := $(wildcard /usr/lib/ccache)
 BUILD_ENV := TORCH_DEVICE_BACKEND_AUTOLOAD=0 MAX_JOBS=2 $(if $(CCACHE_DIR_PATH),PATH=$(CCACHE_DIR_PATH):$$PATH CCACHE_BASEDIR=$(CURDIR) CCACHE_NOHASHDIR=1 CCACHE_SLOPPINESS=pch_defines$(comma)time_macros)
 
-.PHONY: setup ext demo test test-deep test-sanitize test-tsan stress-exit op-coverage dtype-widening bench clean docs browser screenshot
+.PHONY: setup ext demo test test-deep test-sanitize test-tsan stress-exit long-runs op-coverage dtype-widening bench clean docs browser screenshot
 
 setup: ext $(STAMPS)/install
 
@@ -120,6 +120,12 @@ test-sanitize: setup
 # failed run's output is kept in build/stress-exit/.
 stress-exit: setup
 	$(PY) scripts/stress_exit.py --runs 200 --jobs 2
+
+# The long runs at the sizes of `make test-deep` (10,000 training steps, 1,000,000
+# ops under a report, 100,000 under the profiler), their figures written into
+# docs/memory.md ("Long runs") by scripts/long_runs.py.
+long-runs: setup
+	$(PY) scripts/long_runs.py
 
 # The extension built with ThreadSanitizer in build-tsan/ (the normal build is
 # untouched), then the same tests as test-sanitize (among them the eight-thread
