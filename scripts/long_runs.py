@@ -57,7 +57,8 @@ def figures() -> list[str]:
         f"| RSS +16 MiB; arena unchanged; 0 after `empty_cache()` |",
         f"| {REPORT_OPS:,} ops under a migration report ({report_s:.0f} s) | RSS {mib(report_grow)} while "
         f"active ({report_grow / REPORT_OPS:.0f} B per op), {mib(report['rss_after'] - report['rss_before'])} "
-        f"after it stopped; its JSON {report['report_json_bytes'] / MiB:.2f} MiB "
+        f"after it stopped, {mib(report['rss_after_trim'] - report['rss_before'])} once glibc gives back "
+        f"the freed memory it keeps (`malloc_trim`); its JSON {report['report_json_bytes'] / MiB:.2f} MiB "
         f"| 512 B per op (+16 MiB); JSON 4 MiB |",
         f"| {PROFILER_OPS:,} ops under torch's profiler ({prof_s:.0f} s) | RSS {mib(prof_grow)} while active "
         f"({prof_grow / PROFILER_OPS:.0f} B per op) | 16 KiB per op (+16 MiB) |",
