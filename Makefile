@@ -17,7 +17,7 @@ STAMPS := .stamps
 CCACHE_DIR_PATH := $(wildcard /usr/lib/ccache)
 BUILD_ENV := TORCH_DEVICE_BACKEND_AUTOLOAD=0 MAX_JOBS=2 $(if $(CCACHE_DIR_PATH),PATH=$(CCACHE_DIR_PATH):$$PATH CCACHE_BASEDIR=$(CURDIR) CCACHE_NOHASHDIR=1 CCACHE_SLOPPINESS=pch_defines$(comma)time_macros)
 
-.PHONY: setup ext demo test test-deep test-sanitize test-tsan stress-exit op-coverage dtype-widening bench clean docs browser screenshot
+.PHONY: setup ext demo test test-deep test-sanitize test-tsan stress-exit long-runs op-coverage dtype-widening bench clean docs browser screenshot
 
 setup: ext $(STAMPS)/install
 
@@ -109,7 +109,9 @@ dtype-widening: setup
 SANITIZE_TESTS ?= tests/execution/test_execution.py tests/execution/test_structured_fallback.py tests/memory/test_memory_api.py tests/memory/test_memory_debug.py \
 	tests/memory/test_memory_reliability.py tests/device/test_streams.py tests/execution/test_dtype_policy.py tests/execution/test_errors.py \
 	tests/device/test_registration.py tests/execution/test_attention.py tests/device/test_random.py tests/memory/test_pinned_memory.py \
-	tests/execution/test_complex_views.py tests/execution/test_dtype_widening.py tests/execution/test_unsupported.py
+	tests/execution/test_complex_views.py tests/execution/test_dtype_widening.py tests/execution/test_unsupported.py \
+	tests/execution/test_fuzz_views_and_ops.py tests/execution/test_hostile_native_tables.py tests/device/test_concurrent_threads.py \
+	tests/device/test_autograd_exit.py
 test-sanitize: setup
 	$(BUILD_ENV) $(PY) scripts/test_sanitize.py $(SANITIZE_TESTS)
 
@@ -119,12 +121,19 @@ test-sanitize: setup
 stress-exit: setup
 	$(PY) scripts/stress_exit.py --runs 200 --jobs 2
 
+# The long runs at the sizes of `make test-deep` (10,000 training steps, 1,000,000
+# ops under a report, 100,000 under the profiler), their figures written into
+# docs/memory.md ("Long runs") by scripts/long_runs.py.
+long-runs: setup
+	$(PY) scripts/long_runs.py
+
 # The extension built with ThreadSanitizer in build-tsan/ (the normal build is
-# untouched), then the tests that drive the C++ layers from several threads;
+# untouched), then the same tests as test-sanitize (among them the eight-thread
+# test, streams and the autograd device thread at exit);
 # docs/sanitizer.md gets the run's figures and its suppressions with their
 # reasons (scripts/test_sanitize.py --thread). Not in `make test`, for the
 # same reason as test-sanitize.
-TSAN_TESTS ?= tests/test_autograd_exit.py tests/test_streams.py tests/device/test_concurrent_threads.py
+TSAN_TESTS ?= $(SANITIZE_TESTS)
 test-tsan: setup
 	$(BUILD_ENV) $(PY) scripts/test_sanitize.py --thread $(TSAN_TESTS)
 

@@ -47,9 +47,10 @@ ASAN = Kind("asan", "AddressSanitizer and UndefinedBehaviorSanitizer", "1", ROOT
             ])
 TSAN = Kind("tsan", "ThreadSanitizer", "thread", ROOT / "build-tsan", "libtsan.so", "make test-tsan", "TSAN_TESTS", [
     "`make test-tsan` builds the extension with `-fsanitize=thread` (`-O1`, line tables) in `build-tsan/`,",
-    "preloads libtsan into an uninstrumented CPython and runs the tests that drive the C++ layers from",
-    "several threads (the `TSAN_TESTS` of the Makefile: the eight-thread test with its collectives,",
-    "streams, the autograd device thread at exit).",
+    "preloads libtsan into an uninstrumented CPython and runs the tests that exercise the C++ layers, the",
+    "same as the ASan target's (the `TSAN_TESTS` of the Makefile), among them those that drive the",
+    "device from several threads: the eight-thread test with its collectives, streams, the autograd",
+    "device thread at exit.",
     "Every process writes its reports to a file of its own; the run counts them, and any unsuppressed",
     "report fails it. Memory accesses inside torch and CPython are not instrumented, so a race",
     "is seen where at least one side is this project's code. Suppressions, each with its reason, are",

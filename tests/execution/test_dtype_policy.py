@@ -71,6 +71,35 @@ def test_in_place_and_out_arguments_keep_their_dtype():
     assert torch.equal(params[0].cpu(), (rand64(8, seed=6).float() + rand64(8, seed=8).float()).double())
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int64])
+def test_writes_to_a_64bit_view_whose_elements_share_memory_match_the_cpu(dtype):
+    # The elements outside the view keep their full 64-bit values (not
+    # representable in 32 bits), and only the view's memory is written.
+    big = 2**40 + 3 if dtype == torch.int64 else 1 + 2**-40
+    base = torch.arange(12, dtype=dtype) + big
+    writes = {
+        "zero_ of an expanded row": lambda t: t[1:2].expand(4).zero_(),
+        "fill_ of a stride-0 as_strided view": lambda t: t.as_strided((2, 3), (0, 2), 1).fill_(7),
+        "fill_ of an expanded matrix": lambda t: t[:3].view(1, 3).expand(5, 3).fill_(-2),
+        "fill_ of rows that overlap": lambda t: t.as_strided((3, 2), (1, 1), 4).fill_(5),
+        "masked_fill_ of an expanded row": lambda t: t[2:3].expand(3).masked_fill_(
+            torch.tensor([False, True, False], device=t.device), 9),
+    }
+    for name, write in writes.items():
+        cpu, dev = base.clone(), base.to(N)
+        write(cpu)
+        write(dev)
+        assert torch.equal(dev.cpu(), cpu), name
+    # what the CPU refuses (an in-place add into an expanded view), the device
+    # refuses too, and the storage is left as it was
+    cpu, dev = base.clone(), base.to(N)
+    with pytest.raises(RuntimeError, match="more than one element"):
+        cpu[:1].expand(3).add_(1)
+    with pytest.raises(RuntimeError, match="more than one element"):
+        dev[:1].expand(3).add_(1)
+    assert torch.equal(dev.cpu(), base)
+
+
 def test_zero_dim_tensors_are_not_narrowed():
     s = torch.tensor(1 + 2**-40, dtype=torch.float64)
     assert (s.to(N) * s.to(N)).item() == (s * s).item() != 1.0

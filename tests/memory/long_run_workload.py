@@ -5,6 +5,7 @@
     python long_run_workload.py profiler OPS    # OPS small ops under torch's profiler
 
 Prints one JSON line of figures."""
+import ctypes
 import gc
 import json
 import logging
@@ -76,6 +77,9 @@ def ops(n: int, under: str) -> dict:
         del p
     gc.collect()
     out.update(rss_before=before, rss_during=during, rss_after=rss(), value=x.sum().item())
+    # What glibc keeps of the freed memory for reuse, given back: RSS without it.
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    out["rss_after_trim"] = rss()
     return out
 
 

@@ -1,6 +1,7 @@
 #include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include "aten/execution/dtype_policy.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/ops/empty.h>
 
 namespace neuron_sim {
@@ -30,16 +31,32 @@ bool int32Valued(const at::Tensor& t) {
   return true;
 }
 
+// A written view that is not dense (it may share memory between elements: an
+// expanded or as_strided view) gets a stand-in with the same geometry over a
+// 32-bit copy of the memory it spans: the kernel then meets the overlap the
+// CPU would (fill_ writes an expanded view, add_ refuses it, an in-place op
+// over rows that overlap reads its own writes). A contiguous copy would turn
+// one memory location into several elements, which copy_ cannot write back.
+at::Tensor sameGeometry(const at::Tensor& t) {
+  int64_t extent = 1;
+  for (int64_t d = 0; d < t.dim(); ++d) extent += (t.size(d) - 1) * t.stride(d);
+  const at::Tensor span = t.as_strided({extent}, {1}, t.storage_offset());
+  const at::Tensor narrow = t.scalar_type() == at::kDouble ? span.to(at::kFloat) : wrap32(span);
+  return narrow.as_strided(t.sizes(), t.strides(), 0);
+}
+
 // An argument the op writes gets a copy even when its values fit: the kernel
 // must not write the caller's tensor before widenResults copies back.
 at::Tensor standIn(const at::Tensor& t, Narrowed& n, OpEntry& e, bool written) {
+  const bool shared = written && t.numel() > 0 && at::has_internal_overlap(t) != at::MemOverlap::No;
   if (t.scalar_type() == at::kDouble) {
     n.f64 = true;
     e.downcasts_f64.fetch_add(1, std::memory_order_relaxed);
-    return t.to(at::kFloat);
+    return shared ? sameGeometry(t) : t.to(at::kFloat);
   }
   n.i64 = true;
   e.downcasts_i64.fetch_add(1, std::memory_order_relaxed);
+  if (shared) return sameGeometry(t);
   return !written && int32Valued(t) ? t : wrap32(t);
 }
 
@@ -140,9 +157,16 @@ at::Tensor widen(const at::Tensor& r, const Narrowed& n) {
 
 void widenResults(const Narrowed& n, torch::jit::Stack* stack, size_t nret) {
   for (const auto& [original, stand_in] : n.written) {
-    at::Tensor target = original;
-    if (!target.sizes().equals(stand_in.sizes())) target.resize_(stand_in.sizes());
-    target.copy_(stand_in.scalar_type() == at::kLong ? stand_in.to(at::kInt) : stand_in);
+    at::Tensor target = original, source = stand_in;
+    if (!target.sizes().equals(source.sizes())) target.resize_(source.sizes());
+    // One element per memory location: a dimension both sides broadcast
+    // (stride 0) holds one value, and copy_ refuses a destination that repeats one.
+    for (int64_t d = 0; d < target.dim(); ++d)
+      if (target.size(d) > 1 && target.stride(d) == 0 && source.stride(d) == 0) {
+        target = target.narrow(d, 0, 1);
+        source = source.narrow(d, 0, 1);
+      }
+    target.copy_(source.scalar_type() == at::kLong ? source.to(at::kInt) : source);
   }
   for (size_t i = stack->size() - nret; i < stack->size(); ++i) {
     c10::IValue& v = (*stack)[i];
