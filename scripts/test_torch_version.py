@@ -96,7 +96,10 @@ _HEADER = """# Torch versions: the last run of each
 Written by `scripts/test_torch_version.py` at the end of each run of `make test TORCH=<version>`
 (one row per venv, the newest run's); nothing here is typed by hand. Disk is what the venv and
 the build directory take; times are wall-clock on the machine of that run, under whatever load
-it had; `tests` names what was run when it was not the whole suite.
+it had. `build s` is that run's:
+a venv's first build compiles every C++ file, a later one only what changed since (ninja), so
+a small figure there is an incremental build. `tests` names what was run when it was not the
+whole suite.
 
 | venv | torch | python | venv disk | build disk | venv s | build s | tests s | tests | result | date |
 |---|---|---|---|---|---|---|---|---|---|---|
