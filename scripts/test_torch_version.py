@@ -90,6 +90,36 @@ def site_with_build(out: Path) -> Path:
     return site
 
 
+FIGURES = ROOT / "docs" / "torch-versions.md"
+_HEADER = """# Torch versions: the last run of each
+
+Written by `scripts/test_torch_version.py` at the end of each run of `make test TORCH=<version>`
+(one row per venv, the newest run's); nothing here is typed by hand. Disk is what the venv and
+the build directory take; times are wall-clock on the machine of that run, under whatever load
+it had. `build s` is that run's:
+a venv's first build compiles every C++ file, a later one only what changed since (ninja), so
+a small figure there is an incremental build. `tests` names what was run when it was not the
+whole suite.
+
+| venv | torch | python | venv disk | build disk | venv s | build s | tests s | tests | result | date |
+|---|---|---|---|---|---|---|---|---|---|---|
+"""
+
+
+def disk(path: Path) -> str:
+    total = sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+    return f"{total / 2**30:.1f} GiB" if total >= 2**30 else f"{total / 2**20:.0f} MiB"
+
+
+def record(name: str, cells: list) -> None:
+    """Put this run's row into docs/torch-versions.md, replacing the venv's previous one."""
+    old = FIGURES.read_text().splitlines() if FIGURES.exists() else []
+    rows = [line for line in old if line.startswith("| ") and not line.startswith(("| venv |", f"| {name} |"))
+            and not line.startswith("|---")]
+    rows.append("| " + " | ".join([name, *map(str, cells)]) + " |")
+    FIGURES.write_text(_HEADER + "\n".join(sorted(rows)) + "\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--torch", required=True, help="the torch version, e.g. 2.14.1")
@@ -116,9 +146,22 @@ def main() -> int:
     print(f"test_torch_version: torch {check.stdout.split()[0]}, extension {check.stdout.split()[1]} "
           f"(venv {setup_s:.0f} s, build {build_s:.0f} s)", flush=True)
     t0 = time.monotonic()
-    rc = subprocess.run([str(py), "-m", "pytest", "-p", "no:cacheprovider", *(args.pytest_args or ["-q"])],
-                        cwd=ROOT, env=env).returncode
-    print(f"test_torch_version: tests {time.monotonic() - t0:.0f} s, exit {rc}", flush=True)
+    run = subprocess.Popen([str(py), "-m", "pytest", "-p", "no:cacheprovider", *(args.pytest_args or ["-q"])],
+                           cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    last = ""
+    for line in run.stdout:  # shown as it comes; the summary line is kept for the record
+        print(line, end="", flush=True)
+        if " in " in line and any(w in line for w in ("passed", "failed", "error")):
+            last = line.strip(" =\n")
+    rc = run.wait()
+    tests_s = time.monotonic() - t0
+    print(f"test_torch_version: tests {tests_s:.0f} s, exit {rc}", flush=True)
+    chosen = " ".join(a for a in args.pytest_args if a.startswith("tests")) or "the suite"
+    python_version = subprocess.run([str(py), "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
+                                    capture_output=True, text=True).stdout.strip()
+    record(py.parent.parent.name, [check.stdout.split()[0], python_version, disk(py.parent.parent), disk(out),
+                                   f"{setup_s:.0f}", f"{build_s:.0f}", f"{tests_s:.0f}", chosen,
+                                   last.split(" in ")[0] or f"exit {rc}", time.strftime("%Y-%m-%d")])
     return rc
 
 

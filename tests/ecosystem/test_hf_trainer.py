@@ -66,26 +66,34 @@ def test_trainer_torch_compile_picks_the_neuron_backend_and_trains_like_the_cpu(
     assert out["losses"] == pytest.approx(out["cpu"], rel=1e-3, abs=1e-4)
 
 
-def test_trainer_checkpoint_resume_on_neuron_continues_the_uninterrupted_run(tmp_path):
-    # Train 8 steps, checkpointing at step 4; a new Trainer resumed from that checkpoint gives the
-    # uninterrupted run's last 4 losses (weights, optimizer, scheduler, data order and the RNG
-    # states the Trainer saves all come back onto the device).
+@pytest.mark.parametrize("first", ["torch", "transformers.trainer"])
+def test_trainer_checkpoint_resume_on_neuron_continues_the_uninterrupted_run(tmp_path, first):
+    # Train 8 steps with dropout, checkpointing at step 4; a new Trainer resumed from that checkpoint
+    # gives the uninterrupted run's last 4 losses: weights, optimizer, scheduler, data order and the RNG
+    # states all come back, the neuron generator's among them (dropout on neuron draws from it; without
+    # it the resumed run replays the first steps' masks). Either import order: transformers.trainer
+    # imported before torch (so before the emulator is loaded) or after.
+    head = "import torch" if first == "torch" else "from transformers import Trainer"
     out = run_json(f"""
+        {head}
         import json, os
-        import transformers
-        from hf_tiny import make_trainer, losses
+        import torch
+        from hf_tiny import make_trainer, losses, tiny_gpt2
         root = {str(tmp_path)!r}
-        straight = make_trainer(root + "/run", save_strategy="steps", save_steps=4)
+        straight = make_trainer(root + "/run", model=tiny_gpt2(dropout=0.1), save_strategy="steps", save_steps=4)
         straight.train()
         saved = sorted(os.listdir(root + "/run/checkpoint-4"))
-        resumed = make_trainer(root + "/run")
+        state = torch.load(root + "/run/checkpoint-4/rng_state.pth", weights_only=False)["neuron"]
+        resumed = make_trainer(root + "/run", model=tiny_gpt2(dropout=0.1))
         resumed.train(resume_from_checkpoint=root + "/run/checkpoint-4")
-        print(json.dumps({{"straight": losses(straight), "saved": saved,
+        print(json.dumps({{"straight": losses(straight), "saved": saved, "neuron_state": state.tolist(),
                           "resumed": [h["loss"] for h in resumed.state.log_history if "loss" in h and h["step"] > 4],
                           "device": str(resumed.args.device),
                           "params": sorted({{str(p.device) for p in resumed.model.parameters()}})}}))
     """, tmp_path)
     assert out["device"] == "neuron:0" and out["params"] == ["neuron:0"]
     assert "rng_state.pth" in out["saved"] and "optimizer.pt" in out["saved"]
+    seed, offset = (int.from_bytes(bytes(out["neuron_state"][i:i + 8]), "little") for i in (0, 8))
+    assert seed == 0 and offset > 0  # the Trainer's seed, and the numbers 4 steps of dropout drew
     assert len(out["resumed"]) == 4
     assert out["resumed"] == pytest.approx(out["straight"][4:], rel=1e-5, abs=1e-6)

@@ -17,6 +17,13 @@ A meta-path finder rather than a `.pth` file: it is installed by the import
 that registers the device, so the alias and the device come and go together
 (`TORCH_DEVICE_BACKEND_AUTOLOAD=0` leaves both out), and it needs no file
 outside the package.
+
+The same finder puts trainer_rng.py's extension on transformers' Trainer (its
+checkpoints keep the neuron generators' states): after loading
+transformers.trainer with its own loader, or, when transformers.trainer was
+imported first (its `import torch` installed the finder), at the finder's
+installation or the next look for torch_neuronx, which transformers makes before
+it picks the device.
 """
 from __future__ import annotations
 
@@ -28,6 +35,7 @@ import sys
 from typing import Any, Callable, Optional
 
 from ..environment import flag
+from . import trainer_rng
 
 ALIAS_ENV = "NEURON_SIM_TORCH_NEURONX_ALIAS"
 _PACKAGE = __name__.rsplit(".", 2)[0]  # torch_neuron_sim
@@ -83,6 +91,24 @@ def real_spec(name: str, path: Any = None) -> Any:
     return None
 
 
+class _ThenPatch(importlib.abc.Loader):
+    """A module's own loader, then `trainer_rng.patch` on the executed module; everything
+    else (get_source, get_code, is_package, ...) is the wrapped loader's."""
+
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self._loader.exec_module(module)
+        trainer_rng.patch(module)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+
 class AliasFinder(importlib.abc.MetaPathFinder):
     """The meta-path finder for torch_neuronx, nki and neuronxcc (module docstring).
     `top_level(name)` registers the emulator's modules for a top-level name
@@ -93,9 +119,11 @@ class AliasFinder(importlib.abc.MetaPathFinder):
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         top = name.partition(".")[0]
-        if top not in _TARGETS:  # every other import: one dict lookup
-            return None
+        if top not in _TARGETS:  # every other import: one dict lookup, and one compare
+            return self._trainer_spec(path) if name == trainer_rng.MODULE else None
         if name == top:
+            if name == "torch_neuronx":
+                trainer_rng.patch_loaded()  # transformers looks for it before it picks the device
             if real_spec(name, path) is not None:
                 if name not in _refused:
                     _refused.add(name)
@@ -124,6 +152,16 @@ class AliasFinder(importlib.abc.MetaPathFinder):
                                                origin=found.origin, is_package=found.submodule_search_locations is not None)
 
     @staticmethod
+    def _trainer_spec(path: Any) -> Any:
+        # transformers.trainer as the finders behind this one find it, loaded by its own loader and then
+        # given the neuron RNG states in its checkpoints (torch_neuronx/trainer_rng.py).
+        spec = real_spec(trainer_rng.MODULE, path)
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _ThenPatch(spec.loader)
+        return spec
+
+    @staticmethod
     def _origin(top: str) -> Optional[str]:
         # The emulator's file for the name, found without importing it (its parent package is imported).
         found = importlib.util.find_spec(_TARGETS[top] or _TARGETS["nki"])
@@ -134,3 +172,4 @@ def install_finder(top_level: Callable[[str], Any]) -> None:
     """Put the finder first on sys.meta_path (once)."""
     if not any(isinstance(f, AliasFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, AliasFinder(top_level))
+    trainer_rng.patch_loaded()
