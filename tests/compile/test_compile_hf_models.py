@@ -5,7 +5,12 @@ and no op falling back to the CPU inside a compiled graph. Dropout is 0 so
 the two devices' random streams do not enter the losses (random ops in
 compiled graphs: test_compile_random_and_shapes.py). Most of the cost is
 Inductor compiling each model's graphs twice (neuron and CPU): one layer and
-two steps by default, two layers and four steps with NEURON_SIM_LONG_RUN=deep."""
+two steps by default, two layers and four steps with NEURON_SIM_LONG_RUN=deep.
+`make test` sweeps a decoder (GPT-2: permuted and expanded views into the
+compiled graphs) and an encoder with its collator (BERT masked-LM: padding,
+attention and token-type masks, stride-0 inputs into the backward); T5, Llama
+and ViT join them in `make test-deep`, each compiling for minutes on a
+two-core machine."""
 import copy
 import os
 
@@ -112,7 +117,10 @@ def _train(model, batches, device, steps_fallbacks):
     return losses
 
 
-@pytest.mark.parametrize("build", [bert_mlm, t5, gpt2, llama, vit], ids=lambda f: f.__name__)
+MODELS = [bert_mlm, gpt2] + ([t5, llama, vit] if DEEP else [])
+
+
+@pytest.mark.parametrize("build", MODELS, ids=lambda f: f.__name__)
 def test_compiled_training_on_neuron_equals_inductor_on_the_cpu(build, tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "neff"))
     torch._dynamo.reset()
