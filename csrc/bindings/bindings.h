@@ -19,7 +19,10 @@ namespace py = pybind11;
 void registerDeviceBindings(py::module_& m);     // devices, the machine table, streams, stream order
 void registerMemoryBindings(py::module_& m);     // statistics, history, snapshots, guards, limits, debug modes
 void registerRandomBindings(py::module_& m);     // each device's default generator
-void registerExecutionBindings(py::module_& m);  // op tracking, the native set, the fallback policy, the op record
+void registerNativeSetBindings(py::module_& m);      // the native set: ops, kernels, device checks
+void registerOpTrackingBindings(py::module_& m);     // op tracking and the op record
+void registerFallbackPolicyBindings(py::module_& m); // the fallback policy, unsupported features hit
+void registerHostCopyBindings(py::module_& m);       // the host's access to device bytes, host<->device copies
 void registerDtypeBindings(py::module_& m);      // the 64-bit rule
 void registerNumericsBindings(py::module_& m);   // the device numerics (docs/numerics.md)
 void registerCompileBindings(py::module_& m);    // the compile cache, its metrics, a compiled graph's launch
@@ -27,7 +30,7 @@ void registerAdaptiveEagerBindings(py::module_& m);  // adaptive eager
 void registerDistributedBindings(py::module_& m);  // the c10d backend class, collective counts
 void registerProfilerBindings(py::module_& m);   // the device timeline, the cost model, record_* for other layers
 void registerPythonCallbacks(py::module_& m);    // the C++ -> Python path: logger, reports, reclaim, stacks
-void registerReportWindow(py::module_& m);       // the migration report's start and stop, one call each
+void registerReportWindow(py::module_& m);       // the migration report's counters, its start and stop, one call each
 void registerEnvironmentBindings(py::module_& m);  // what a true flag is, for Python's reads of the environment
 
 // A C++ struct as a Python dict, one key per named field:

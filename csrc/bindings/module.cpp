@@ -22,13 +22,16 @@ PYBIND11_MODULE(_C, m) {
   bindings::registerDeviceBindings(m);
   bindings::registerMemoryBindings(m);
   bindings::registerRandomBindings(m);
-  bindings::registerExecutionBindings(m);
+  bindings::registerNativeSetBindings(m);
+  bindings::registerOpTrackingBindings(m);
+  bindings::registerFallbackPolicyBindings(m);
+  bindings::registerHostCopyBindings(m);
   bindings::registerDtypeBindings(m);
   bindings::registerNumericsBindings(m);
   bindings::registerCompileBindings(m);
   bindings::registerAdaptiveEagerBindings(m);
   bindings::registerProfilerBindings(m);
-  bindings::registerReportWindow(m);  // after the types it hands out (counters, summary, HBM series)
+  bindings::registerReportWindow(m);  // after the types it hands out (summary, HBM series)
   bindings::registerDistributedBindings(m);  // the c10d backend (csrc/distributed)
   bindings::registerHandoffProbe(m);
 }

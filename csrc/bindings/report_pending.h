@@ -1,9 +1,9 @@
 // What the migration report reads at its start and stop and keeps in C++
 // until its data is first read: the counters (report_measures.h), the device
 // timeline summed up with the cost model of its events, and HBM over time.
-// Shared by the files that give each its Python type (execution_bindings.cpp,
-// profiler_bindings.cpp, memory_bindings.cpp) and by report_window.cpp, which
-// takes all of them in one call at each end of a report.
+// Shared by the files that give each its Python type (report_window.cpp for
+// the counters, profiler_bindings.cpp, memory_bindings.cpp) and by
+// report_window.cpp, which takes all of them in one call at each end of a report.
 #pragma once
 #include <memory>
 #include <vector>

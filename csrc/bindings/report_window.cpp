@@ -81,6 +81,26 @@ void stop(ReportWindow& w, int hbm, bool record_sizes_off, size_t keep_events, s
 
 void registerReportWindow(py::module_& m) {
   using rv = py::return_value_policy;
+  // The report's counters, read at its start and its stop and
+  // kept in C++ until the report is read (report_measures.h).
+  py::class_<Counters>(m, "_ReportCounters")
+      .def_property_readonly("unsupported", [](const Counters& c) { return c.c.unsupported; })
+      .def_property_readonly("host_casts64", [](const Counters& c) { return c.c.host_casts64; })
+      .def_property_readonly("host_copies", [](const Counters& c) {
+        return py::make_tuple(c.c.copies.count, c.c.copies.bytes, c.c.copies.ns);
+      })
+      .def_property_readonly("allocated", [](const Counters& c) { return c.c.allocated; })
+      .def_property_readonly("peak", [](const Counters& c) { return c.c.peak; })
+      .def_property_readonly("peak_reserved", [](const Counters& c) { return c.c.peak_reserved; });
+  // (name, executed, fallbacks, downcasts_f64, downcasts_i64, compilations,
+  // cache_hits, time_ns, copy_ns, copied_bytes) of each op that changed.
+  m.def("_report_op_deltas", [](const Counters& before, const Counters& now) {
+    py::list out;
+    for (const auto& d : opDeltas(before.c, now.c))
+      out.append(py::make_tuple(d.name, d.executed, d.fallbacks, d.downcasts_f64, d.downcasts_i64, d.compilations,
+                                d.cache_hits, d.time_ns, d.copy_ns, d.copied_bytes));
+    return out;
+  });
   py::class_<ReportWindow>(m, "_ReportWindow")
       .def("stop", &stop, py::arg("hbm"), py::arg("record_sizes_off"), py::arg("keep_events"),
            py::arg("memory_points"))

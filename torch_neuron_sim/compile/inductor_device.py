@@ -80,7 +80,7 @@ def register() -> None:
 
         def make_allocation(self, name, device, dtype, shape, stride, allocation_shape=None, is_pinned=False):
             # A buffer on the device: the launch's own allocation entry point
-            # (bindings/execution_bindings.cpp), as empty_strided_cpu is the
+            # (bindings/compile_bindings.cpp), as empty_strided_cpu is the
             # CPU's, instead of torch.empty_strided(device='neuron').
             from torch._inductor import config
             if device.type != DEVICE or is_pinned or config.test_configs.track_memory_lifecycle:
