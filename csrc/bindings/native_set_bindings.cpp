@@ -1,6 +1,7 @@
 // torch_neuron_sim._C's functions about the native set (torch_neuron_sim.native_ops):
 // which ops run on the device, their kernels, the device checks they run, and the
-// native ops whose CPU kernel kept the CPU's dtype error.
+// native ops whose CPU kernel kept the CPU's dtype error; the tracking rules,
+// which native_ops loads with the table.
 #include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <torch/csrc/utils/pybind.h>
 
@@ -20,7 +21,6 @@ namespace neuron_sim::bindings {
 void registerNativeSetBindings(py::module_& m) {
   m.def("_set_native_ops", &setNativeOps);
   m.def("_native_ops", &nativeOps);
-  m.def("_untracked_op_names", &untrackedOpNames);
   m.def("_register_native_kernels", &registerNativeKernels);
   m.def("_register_autograd_passthrough", &registerAutogradPassthrough);
   m.def("_remove_native_kernels", &removeNativeKernels);
@@ -72,6 +72,17 @@ void registerNativeSetBindings(py::module_& m) {
       out.append(py::make_tuple(name, names));
     }
     return out;
+  });
+  // tracking.rules, read with the native set (torch_neuron_sim.native_ops loads both)
+  m.def("_set_tracking_rules", [](std::unordered_map<std::string, std::string> record,
+                                  std::vector<std::string> never, std::vector<std::string> exempt,
+                                  std::unordered_map<std::string, std::string> inputs) {
+    TrackingRules r;
+    r.record = std::move(record);
+    r.never = {never.begin(), never.end()};
+    r.exempt = {exempt.begin(), exempt.end()};
+    r.inputs = std::move(inputs);
+    setTrackingRules(std::move(r));
   });
 }
 

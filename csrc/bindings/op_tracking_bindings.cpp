@@ -1,6 +1,6 @@
 // torch_neuron_sim._C's functions about op tracking and the op record
-// (torch_neuron_sim.tracking): the tracking rules, the counts, named kernel runs
-// (NKI kernels), each op's statistics.
+// (torch_neuron_sim.tracking): the counts, the ops never tracked, named kernel
+// runs (NKI kernels), each op's statistics.
 #include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <torch/csrc/utils/pybind.h>
 
@@ -16,17 +16,6 @@
 namespace neuron_sim::bindings {
 
 void registerOpTrackingBindings(py::module_& m) {
-  // tracking.rules, as torch_neuron_sim.native_ops reads it
-  m.def("_set_tracking_rules", [](std::unordered_map<std::string, std::string> record,
-                                  std::vector<std::string> never, std::vector<std::string> exempt,
-                                  std::unordered_map<std::string, std::string> inputs) {
-    TrackingRules r;
-    r.record = std::move(record);
-    r.never = {never.begin(), never.end()};
-    r.exempt = {exempt.begin(), exempt.end()};
-    r.inputs = std::move(inputs);
-    setTrackingRules(std::move(r));
-  });
   // (overload called, name the device records, executed, fallbacks)
   m.def("_op_counts", [] {
     py::list out;
@@ -34,6 +23,7 @@ void registerOpTrackingBindings(py::module_& m) {
     return out;
   });
   m.def("_clear_op_tracking", &clearOpTracking);
+  m.def("_untracked_op_names", &untrackedOpNames);
   m.def("_record_named_run", &recordNamedKernelRun);
   m.def("_op_stats", [] {
     py::list out;
