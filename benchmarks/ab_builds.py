@@ -1,7 +1,7 @@
 """A/B of two builds of the extension in one sitting: is the per-op path of
 build B (this checkout) as fast as build A (another checkout with its own
-venv and built extension, e.g. `git worktree add ../base <commit> && make -C
-../base setup`)?
+venv and built extension: `git worktree add <dir> <commit>`, then `make -C <dir>
+setup`)?
 
 One process cannot load two builds of `_C`, so the two builds' processes
 alternate, round after round: load from other processes hits both alike.
