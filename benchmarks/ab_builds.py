@@ -21,7 +21,6 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
