@@ -25,6 +25,37 @@ uint64_t mix(uint64_t x) {
 
 std::atomic<RngSource> g_rng_source{RngSource::kDevice};
 
+// The Mersenne Twister state one op draws from: its 624 words are splitmix64
+// of the op's key, each word independent of the others (mt19937's own seeding
+// is a serial loop), and the engine starts at the head of a full block, so
+// its first 623 numbers need no twist: neither cost then falls on every dropout.
+at::mt19937_data_pod hostEngineState(uint64_t key) {
+  at::mt19937_data_pod d;
+  d.seed_ = key;
+  d.left_ = at::MERSENNE_STATE_N;
+  d.seeded_ = true;
+  d.next_ = 0;
+  for (int i = 0; i < at::MERSENNE_STATE_N; i += 2) {
+    const uint64_t w = mix(key + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull);
+    d.state_[i] = static_cast<uint32_t>(w);
+    d.state_[i + 1] = static_cast<uint32_t>(w >> 32);
+  }
+  return d;
+}
+
+void setEngineState(at::CPUGeneratorImpl* host, const at::mt19937_data_pod& state) {
+  at::mt19937 engine = host->engine();  // a copy; constructing one would seed it
+  engine.set_data(state);
+  host->set_engine(engine);
+}
+
+uint64_t nextKeyOf(const at::Generator& g, uint64_t numbers) {
+  // As on cuda, a random op on the device takes only a generator of the device.
+  TORCH_CHECK(g.device().type() == kNeuron, "Expected a 'neuron' device type for generator but found '",
+              c10::DeviceTypeName(g.device().type(), /*lower_case=*/true), "'");
+  return g.get<NeuronGeneratorImpl>()->nextHostKey(numbers);
+}
+
 }  // namespace
 
 RngSource rngSource() { return g_rng_source.load(std::memory_order_relaxed); }
@@ -65,15 +96,12 @@ c10::intrusive_ptr<c10::TensorImpl> NeuronGeneratorImpl::get_state() const {
   return t.unsafeReleaseIntrusivePtr();
 }
 
-at::Generator NeuronGeneratorImpl::nextHostGenerator(uint64_t numbers) {
+uint64_t NeuronGeneratorImpl::nextHostKey(uint64_t numbers) {
   const uint64_t blocks = numbers == 0 ? 1 : (numbers + kPhiloxBlock - 1) / kPhiloxBlock;
-  uint64_t seed;
-  {
-    std::lock_guard<std::mutex> g(mutex_);
-    seed = mix(seed_ ^ mix(offset_));
-    offset_ += blocks * kPhiloxBlock;
-  }
-  return at::make_generator<at::CPUGeneratorImpl>(seed);
+  std::lock_guard<std::mutex> g(mutex_);
+  const uint64_t key = mix(seed_ ^ mix(offset_));
+  offset_ += blocks * kPhiloxBlock;
+  return key;
 }
 
 NeuronGeneratorImpl* NeuronGeneratorImpl::clone_impl() const {
@@ -98,22 +126,27 @@ const at::Generator& defaultGenerator(c10::DeviceIndex index) {
 }
 
 at::Generator hostGeneratorOf(const at::Generator& g, uint64_t numbers) {
-  // As on cuda, a random op on the device takes only a generator of the device.
-  TORCH_CHECK(g.device().type() == kNeuron, "Expected a 'neuron' device type for generator but found '",
-              c10::DeviceTypeName(g.device().type(), /*lower_case=*/true), "'");
-  return g.get<NeuronGeneratorImpl>()->nextHostGenerator(numbers);
+  const at::mt19937_data_pod state = hostEngineState(nextKeyOf(g, numbers));
+  thread_local at::Generator spare;  // a new CPUGeneratorImpl would run mt19937's seeding
+  if (!spare.defined() || spare.getIntrusivePtr().use_count() > 1) spare = at::make_generator<at::CPUGeneratorImpl>();
+  auto* host = spare.get<at::CPUGeneratorImpl>();
+  std::lock_guard<std::mutex> lock(host->mutex_);
+  setEngineState(host, state);
+  host->set_next_float_normal_sample(std::nullopt);
+  host->set_next_double_normal_sample(std::nullopt);
+  return spare;
 }
 
 // The engines are swapped directly (no state tensors): the redirect costs a
 // few kilobytes of copying per dropout, not a serialisation of both states.
 HostDefaultGeneratorRedirect::HostDefaultGeneratorRedirect(const at::Generator& device_generator, uint64_t numbers) {
-  at::Generator host = hostGeneratorOf(device_generator, numbers);
+  const at::mt19937_data_pod state = hostEngineState(nextKeyOf(device_generator, numbers));
   auto* cpu = at::check_generator<at::CPUGeneratorImpl>(at::detail::getDefaultCPUGenerator());
   std::lock_guard<std::mutex> lock(cpu->mutex_);
-  saved_engine_ = cpu->engine();
+  saved_engine_ = cpu->engine().data();
   saved_float_normal_ = cpu->next_float_normal_sample();
   saved_double_normal_ = cpu->next_double_normal_sample();
-  cpu->set_engine(host.get<at::CPUGeneratorImpl>()->engine());
+  setEngineState(cpu, state);
   cpu->set_next_float_normal_sample(std::nullopt);
   cpu->set_next_double_normal_sample(std::nullopt);
 }
@@ -121,7 +154,7 @@ HostDefaultGeneratorRedirect::HostDefaultGeneratorRedirect(const at::Generator& 
 HostDefaultGeneratorRedirect::~HostDefaultGeneratorRedirect() {
   auto* cpu = at::check_generator<at::CPUGeneratorImpl>(at::detail::getDefaultCPUGenerator());
   std::lock_guard<std::mutex> lock(cpu->mutex_);
-  cpu->set_engine(saved_engine_);
+  setEngineState(cpu, saved_engine_);
   cpu->set_next_float_normal_sample(saved_float_normal_);
   cpu->set_next_double_normal_sample(saved_double_normal_);
 }

@@ -24,10 +24,10 @@ class NeuronGeneratorImpl final : public c10::GeneratorImpl {
   uint64_t get_offset() const override { return offset_; }
   void set_state(const c10::TensorImpl& state) override;
   c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
-  // A host generator for the next random op, seeded from (seed, offset);
+  // The key of the next random op's host stream, from (seed, offset);
   // advances the offset by `numbers` rounded up to whole Philox blocks.
   // Takes the generator's mutex.
-  at::Generator nextHostGenerator(uint64_t numbers);
+  uint64_t nextHostKey(uint64_t numbers);
 
  private:
   NeuronGeneratorImpl* clone_impl() const override;
@@ -55,9 +55,10 @@ inline bool fallbackDrawsDevice() { return rngSource() == RngSource::kAll; }
 // Philox yields four 32-bit numbers per counter value: an op's draw moves the
 // offset by whole blocks, as cuda's does.
 constexpr uint64_t kPhiloxBlock = 4;
-// The host generator a CPU kernel draws from on behalf of a neuron generator
-// (a fresh one per op: concurrent ops never share a host generator), for an
-// op consuming `numbers` random numbers.
+// The host generator a CPU kernel draws from on behalf of a neuron generator,
+// for an op consuming `numbers` random numbers. Its state is the op's own
+// (concurrent ops never share one); the object is reused per thread while
+// nothing else holds it.
 at::Generator hostGeneratorOf(const at::Generator& g, uint64_t numbers = kPhiloxBlock);
 
 // A random op with no Generator? argument (native_dropout) draws from the CPU
@@ -73,7 +74,7 @@ class HostDefaultGeneratorRedirect {
   HostDefaultGeneratorRedirect& operator=(const HostDefaultGeneratorRedirect&) = delete;
 
  private:
-  at::mt19937 saved_engine_;
+  at::mt19937_data_pod saved_engine_;  // plain data: an at::mt19937 would seed itself when constructed
   std::optional<float> saved_float_normal_;
   std::optional<double> saved_double_normal_;
 };
