@@ -31,11 +31,12 @@ namespace {
 bool pythonUsable() { return Py_IsInitialized() && !_Py_IsFinalizing(); }
 
 // Calls a Python callable kept in `slot` (leaked on purpose: called until interpreter exit).
-void callPython(py::object* slot, const std::string& arg, const char* what) {
+template <typename... Args>
+void callPython(py::object* slot, const char* what, const Args&... args) {
   if (!slot || !pythonUsable()) return;
   py::gil_scoped_acquire gil;
   try {
-    (*slot)(arg);
+    (*slot)(args...);
   } catch (py::error_already_set& e) {
     e.discard_as_unraisable(what);
   }
@@ -47,10 +48,12 @@ py::object* g_collective_reporter = nullptr;
 py::object* g_router = nullptr;
 py::object* g_rounding_reporter = nullptr;
 
-void announceThroughPython(const std::string& name) { callPython(g_logger, name, "torch_neuron_sim fallback logger"); }
-void reportThroughPython(const std::string& name) { callPython(g_reporter, name, "torch_neuron_sim migration report"); }
+void announceThroughPython(const std::string& name, const char* why) {
+  callPython(g_logger, "torch_neuron_sim fallback logger", name, why);
+}
+void reportThroughPython(const std::string& name) { callPython(g_reporter, "torch_neuron_sim migration report", name); }
 void reportRoundingThroughPython(const std::string& name) {
-  callPython(g_rounding_reporter, name, "torch_neuron_sim migration report");
+  callPython(g_rounding_reporter, "torch_neuron_sim migration report", name);
 }
 
 void reportCollectiveThroughPython(const std::string& name, uint64_t bytes) {

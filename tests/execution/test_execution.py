@@ -238,6 +238,47 @@ def test_fallback_error_mode_names_the_op_and_leaves_process_usable():
     assert r.stdout.split() == ["raised:", "True", "True", "6.0"]
 
 
+def test_the_fallback_warning_and_error_say_why_the_call_left_the_device():
+    """A native op falls back for a call its kernel does not take; the one-time
+    warning and the error mode's message give that reason, not "not in the
+    native-op set", which only an op outside the set gets."""
+    code = """
+        import logging, torch, torch_neuron_sim
+        seen = []
+        class Keep(logging.Handler):
+            def emit(self, record):
+                seen.append(record.getMessage())
+        logging.getLogger("torch_neuron_sim").addHandler(Keep())
+        x = torch.zeros(4, 4, device="neuron")
+        calls = {"strided fill_": lambda: x[:, 1].fill_(3.0),
+                 "complex add": lambda: torch.ones(2, dtype=torch.complex64, device="neuron") + 1,
+                 "trace": lambda: torch.trace(x)}
+        for name, call in calls.items():
+            try:
+                call()
+                print(name, "|", [m.split(": ", 1)[1] for m in seen if "fell back to CPU" in m][-1])
+            except RuntimeError as e:
+                print(name, "|", str(e).split(" (", 1)[1].split(")", 1)[0])
+        print(x[:, 1].tolist())  # written by the fallback; untouched when it is refused
+    """
+    warned = run_python(code)
+    assert warned.returncode == 0, warned.stderr
+    lines = warned.stdout.splitlines()
+    assert lines[0] == ("strided fill_ | the device's kernel does not write in place to a non-contiguous tensor, "
+                        "so its inputs were copied to the host and back. "
+                        "torch_neuron_sim.get_fallback_ops() lists every such op.")
+    assert lines[1].startswith("complex add | the device computes in no complex dtype, so")
+    assert lines[2].startswith("trace | it is not in the native-op set, so")
+    assert lines[3] == "[3.0, 3.0, 3.0, 3.0]"
+    refused = run_python(code, {"NEURON_SIM_FALLBACK": "error"})
+    assert refused.returncode == 0, refused.stderr
+    assert refused.stdout.splitlines() == [
+        "strided fill_ | the device's kernel does not write in place to a non-contiguous tensor",
+        "complex add | the device computes in no complex dtype",
+        "trace | it is not in the native-op set",
+        "[0.0, 0.0, 0.0, 0.0]"]
+
+
 def test_native_set_is_table_driven():
     # A fresh interpreter: extending the set registers kernels for the rest
     # of the process.

@@ -80,11 +80,12 @@ def unsupported_features() -> dict[str, int]:
     return dict(_C._unsupported_hits())
 
 
-def _announce(op_name: str) -> None:
-    # Called from C++ the first time an op falls back (never per call).
+def _announce(op_name: str, why: str) -> None:
+    # Called from C++ the first time an op falls back (never per call), with
+    # the reason of that first fallback.
     logger.warning(
-        "Operator '%s' fell back to CPU: it is not in the native-op set, so its inputs were copied to "
-        "the host and back. torch_neuron_sim.get_fallback_ops() lists every such op.", op_name)
+        "Operator '%s' fell back to CPU: %s, so its inputs were copied to the host and back. "
+        "torch_neuron_sim.get_fallback_ops() lists every such op.", op_name, why)
 
 
 def _install() -> None:

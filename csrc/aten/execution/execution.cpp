@@ -219,15 +219,12 @@ void hostKernelFallback(const c10::OperatorHandle& op, const OpEntry& e, Stack* 
   }
 }
 
-void runFallback(const c10::OperatorHandle& op, OpEntry& e, Stack* stack, const CallFacts& facts) {
+void runFallback(const c10::OperatorHandle& op, OpEntry& e, Stack* stack, const CallFacts& facts, FallbackWhy why) {
   flushAllPoint(runtime::adaptive::Flush::kFallback);  // adaptive eager: the op leaves the device
   if (!e.untracked) {
     e.fallbacks.fetch_add(1, std::memory_order_relaxed);
-    if (fallbackMode() == FallbackMode::kError)
-      TORCH_CHECK(false, "neuron: operator '", e.name, "' is not in the native-op set and would fall back to "
-                  "CPU; CPU fallback is disabled by NEURON_SIM_FALLBACK=error. Unset it to allow the fallback, "
-                  "or rewrite the code to use ops that run natively (torch_neuron_sim.native_ops.current()).");
-    if (!e.announced.load(std::memory_order_relaxed)) announceFallback(e);
+    if (fallbackMode() == FallbackMode::kError) raiseFallbackDisabled(e, why);
+    if (!e.announced.load(std::memory_order_relaxed)) announceFallback(e, why);
     if (C10_UNLIKELY(reportActive())) reportFallback(e);  // records the user's source line
   }
   const size_t nargs = op.schema().arguments().size();
@@ -327,7 +324,14 @@ void neuronKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* sta
     }
   } else {
     FallbackCopies copies(timer.on() ? &e : nullptr);  // its host round trip counts towards the op
-    runFallback(op, e, stack, facts);
+    // Which condition above sent the call here (the fallback path only).
+    const FallbackWhy why = !native ? FallbackWhy::kNotNative
+                            : facts.complex ? FallbackWhy::kComplex
+                            : facts.placement == Placement::kForeign &&
+                                      e.inputs.load(std::memory_order_relaxed) == InputCheck::kFallback
+                                  ? FallbackWhy::kHostInput
+                                  : FallbackWhy::kNonContiguousWrite;
+    runFallback(op, e, stack, facts, why);
   }
 }
 

@@ -9,7 +9,7 @@ namespace {
 
 std::atomic<FallbackMode> g_mode{FallbackMode::kWarn};
 std::atomic<bool> g_fallback_only_unimplemented{false};
-void (*g_announce)(const std::string&) = nullptr;
+void (*g_announce)(const std::string&, const char*) = nullptr;
 void (*g_reporter)(const std::string&) = nullptr;
 std::atomic<bool> g_report_active{false};
 
@@ -63,11 +63,35 @@ void raiseImplementationError(const std::string& op, const std::string& message)
 
 void setFallbackMode(FallbackMode mode) { g_mode = mode; }
 FallbackMode fallbackMode() { return g_mode.load(std::memory_order_relaxed); }
-void setFallbackAnnouncer(void (*announce)(const std::string&)) { g_announce = announce; }
+void setFallbackAnnouncer(void (*announce)(const std::string&, const char*)) { g_announce = announce; }
 
-void announceFallback(OpEntry& e) {
+const char* fallbackWhyText(FallbackWhy why) {
+  switch (why) {
+    case FallbackWhy::kNotNative:
+      return "it is not in the native-op set";
+    case FallbackWhy::kHostInput:
+      return "an input is a CPU tensor, and the device runs this op on device tensors only";
+    case FallbackWhy::kComplex:
+      return "the device computes in no complex dtype";
+    case FallbackWhy::kNonContiguousWrite:
+      return "the device's kernel does not write in place to a non-contiguous tensor";
+    case FallbackWhy::kMemoryFormat:
+      return "the device's kernel takes only the contiguous and preserve memory formats";
+  }
+  return "";
+}
+
+void announceFallback(OpEntry& e, FallbackWhy why) {
   if (e.announced.exchange(true)) return;
-  if (g_announce) g_announce(e.name);
+  if (g_announce) g_announce(e.name, fallbackWhyText(why));
+}
+
+void raiseFallbackDisabled(const OpEntry& e, FallbackWhy why) {
+  TORCH_CHECK(false, "neuron: operator '", e.name, "' would fall back to CPU (", fallbackWhyText(why),
+              "); CPU fallback is disabled by NEURON_SIM_FALLBACK=error. Unset it to allow the fallback",
+              why == FallbackWhy::kNotNative
+                  ? ", or rewrite the code to use ops that run natively (torch_neuron_sim.native_ops.current())."
+                  : ".");
 }
 
 }  // namespace neuron_sim

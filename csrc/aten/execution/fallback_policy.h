@@ -38,8 +38,15 @@ bool fallbackOnlyForUnimplemented();
 enum class FallbackMode { kWarn, kError };
 void setFallbackMode(FallbackMode mode);
 FallbackMode fallbackMode();
-// Called once per fallback op with its name (the Python logger, set at import).
-void setFallbackAnnouncer(void (*announce)(const std::string&));
-void announceFallback(OpEntry& e);
+// Why a call left the device: an op outside the native-op set, or a native
+// op whose call the device's kernel does not take.
+enum class FallbackWhy : uint8_t { kNotNative, kHostInput, kComplex, kNonContiguousWrite, kMemoryFormat };
+const char* fallbackWhyText(FallbackWhy why);
+// Called once per fallback op with its name and the reason of its first
+// fallback (the Python logger, set at import).
+void setFallbackAnnouncer(void (*announce)(const std::string&, const char*));
+void announceFallback(OpEntry& e, FallbackWhy why);
+// NEURON_SIM_FALLBACK=error: the error a fallback raises instead.
+[[noreturn]] void raiseFallbackDisabled(const OpEntry& e, FallbackWhy why);
 
 }  // namespace neuron_sim

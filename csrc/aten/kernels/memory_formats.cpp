@@ -45,9 +45,8 @@ at::Tensor hostContiguous(const at::Tensor& self, c10::MemoryFormat mf) {
   static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::contiguous", "");
   OpEntry& e = opEntry(op);
   e.fallbacks.fetch_add(1, std::memory_order_relaxed);
-  TORCH_CHECK(fallbackMode() != FallbackMode::kError, "neuron: operator '", e.name, "' falls back to CPU; CPU "
-              "fallback is disabled by NEURON_SIM_FALLBACK=error. Unset it to allow the fallback.");
-  if (!e.announced.load(std::memory_order_relaxed)) announceFallback(e);
+  if (fallbackMode() == FallbackMode::kError) raiseFallbackDisabled(e, FallbackWhy::kMemoryFormat);
+  if (!e.announced.load(std::memory_order_relaxed)) announceFallback(e, FallbackWhy::kMemoryFormat);
   if (C10_UNLIKELY(reportActive())) reportFallback(e);
   return self.cpu().contiguous(mf).to(self.device());
 }
