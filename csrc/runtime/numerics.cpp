@@ -161,6 +161,27 @@ void reset() { detail::g_rules.store(kUnread, std::memory_order_relaxed); }
 
 uint64_t nextStream() { return next_stream.fetch_add(1, std::memory_order_relaxed); }
 
+namespace {
+
+// Puts each finite nonzero x on the format's grid: x measured in ulps of its
+// binade (exact), `toInteger(q, i)` picks the neighbouring integer, and the
+// result is scaled back. Zeros, infinities and NaN keep their value.
+template <typename ToInteger>
+void roundToGrid(const float* in, float* out, int64_t n, Format f, ToInteger toInteger) {
+  const Shape s = shapeOf(f);
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = in[i];
+    if (!std::isfinite(x) || x == 0.0f) {
+      out[i] = x;
+      continue;
+    }
+    const int e = std::max(std::ilogb(x), s.emin);
+    out[i] = std::ldexp(toInteger(std::ldexp(x, s.mantissa - e), i), e - s.mantissa);
+  }
+}
+
+}  // namespace
+
 void roundStochastic(const float* in, float* out, int64_t n, Format f, uint64_t seed, uint64_t stream) {
   const uint64_t key = mix(seed ^ mix(stream + 0x9e3779b97f4a7c15ULL));
   if (f == Format::kBFloat16) {
@@ -175,33 +196,16 @@ void roundStochastic(const float* in, float* out, int64_t n, Format f, uint64_t 
     }
     return;
   }
-  const Shape s = shapeOf(f);
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = in[i];
-    if (!std::isfinite(x) || x == 0.0f) {
-      out[i] = x;
-      continue;
-    }
-    const int e = std::max(std::ilogb(x), s.emin);
-    const float q = std::ldexp(x, s.mantissa - e);  // x in ulps: exact
+  roundToGrid(in, out, n, f, [key](float q, int64_t i) {
     const float lo = std::floor(q);
     const float frac = q - lo;  // a multiple of 2^-23 at least: 24 random bits are exact
     const float u = static_cast<float>(mix(key + static_cast<uint64_t>(i)) >> 40) * 0x1p-24f;
-    out[i] = std::ldexp(lo + (u < frac ? 1.0f : 0.0f), e - s.mantissa);
-  }
+    return lo + (u < frac ? 1.0f : 0.0f);
+  });
 }
 
 void roundNearest(const float* in, float* out, int64_t n, Format f) {
-  const Shape s = shapeOf(f);
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = in[i];
-    if (!std::isfinite(x) || x == 0.0f) {
-      out[i] = x;
-      continue;
-    }
-    const int e = std::max(std::ilogb(x), s.emin);
-    out[i] = std::ldexp(std::nearbyint(std::ldexp(x, s.mantissa - e)), e - s.mantissa);  // ties to even
-  }
+  roundToGrid(in, out, n, f, [](float q, int64_t) { return std::nearbyint(q); });  // ties to even
 }
 
 }  // namespace neuron_sim::runtime::numerics
