@@ -301,13 +301,13 @@ void neuronKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* sta
   // (graph_lowering.h), and writes through a strided view as a compiled
   // graph does; with tensors elsewhere it falls back. Eager calls never ask.
   const bool eager_native = e.native.load(std::memory_order_relaxed);
-  const bool native = eager_native || (C10_UNLIKELY(inGraphLaunch()) && compilerLowers(e));
-  const CallFacts facts = callFacts(e, native, *stack, op.schema().arguments().size());
+  const bool lowered = !eager_native && C10_UNLIKELY(inGraphLaunch()) && compilerLowers(e);
+  const CallFacts facts = callFacts(e, eager_native || lowered, *stack, op.schema().arguments().size());
+  const bool native = eager_native || (lowered && facts.placement == Placement::kOk);
   if (C10_UNLIKELY(!e.generator_args.empty())) checkGeneratorPlacement(op, facts);
   // The device computes in no complex dtype (docs/semantics.md): a native op
   // called on complex tensors takes the CPU fallback, as on the real backend.
-  if (native && (eager_native || facts.placement == Placement::kOk) && checkInputs(op, e, *stack, facts) &&
-      C10_LIKELY(!facts.complex) &&
+  if (native && checkInputs(op, e, *stack, facts) && C10_LIKELY(!facts.complex) &&
       (C10_LIKELY(!e.in_place) || inGraphLaunch() || writesContiguously(op, e, *stack))) {
     // The device's own argument checks: their errors propagate as raised.
     if (Precondition check = e.precondition.load(std::memory_order_relaxed); C10_UNLIKELY(check != nullptr))
