@@ -28,8 +28,8 @@ compiler (both with the compile caches off, so each is a whole compilation;
 aim: the recompile costs no more).
 benchmarks/run_all.py puts these rows in docs/benchmarks.md and the README.
 
---breakdown prints where a step's time goes instead: per phase (forward,
-loss, zero_grad, backward, optimizer step), the time inside Inductor's
+--breakdown prints where a step's time goes instead: per phase (forward with
+its loss, zero_grad, backward, optimizer step), the time inside Inductor's
 compiled graphs, and the neuron executor's own per-launch work around them;
 with --write-doc it also rewrites that section of docs/compile.md (between
 its breakdown markers), so the page shows figures of a run, not typed ones.
@@ -166,11 +166,26 @@ def to(t, device):
     return tuple(a.to(device) for a in t) if isinstance(t, tuple) else t.to(device)
 
 
+def forward_loss(model):
+    """What a training script compiles: the forward and its loss, as one
+    function (a model whose forward returns its loss is compiled as it is)."""
+    if type(model) in BATCHES:
+        return model
+
+    def model_and_loss(x, y):
+        return torch.nn.functional.mse_loss(model(x), y)
+    return model_and_loss
+
+
+def loss_of(run, x, y):
+    return run(*x) if isinstance(x, tuple) else run(x, y)
+
+
 def make_step(model, run, x, y):
     opt = (torch.optim.AdamW if isinstance(x, tuple) else torch.optim.SGD)(model.parameters(), lr=1e-3)
 
     def step():
-        loss = run(*x) if isinstance(x, tuple) else torch.nn.functional.mse_loss(run(x), y)
+        loss = loss_of(run, x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -196,7 +211,7 @@ def bench(name, make_model, shape, repeats, inner, aim):
     for label, device, compiled in VARIANTS:
         torch.manual_seed(0)
         model = make_model().to(device)
-        run = torch.compile(model, backend=compiled) if compiled else model
+        run = torch.compile(forward_loss(model), backend=compiled) if compiled else forward_loss(model)
         step = make_step(model, run, to(x_cpu, device), to(y_cpu, device))
         t0 = time.perf_counter()
         step()  # compiles (cold) on the first call
@@ -255,7 +270,7 @@ def compile_seconds(batches: list[int]) -> list[float]:
     compiler.clear_memory_cache()
     torch.manual_seed(0)
     model = RecompiledMLP().to("neuron")
-    run = torch.compile(model, backend="neuron")
+    run = torch.compile(forward_loss(model), backend="neuron")
     out = []
     saved = os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR")
     with tempfile.TemporaryDirectory() as neff, inductor_config.patch(fx_graph_cache=False):
@@ -333,7 +348,7 @@ def breakdown(name, make_model, shape, repeats, inner):
         for label, device, compiled in VARIANTS:
             torch.manual_seed(0)
             model = make_model().to(device)
-            run_ = torch.compile(model, backend=compiled) if compiled else model
+            run_ = torch.compile(forward_loss(model), backend=compiled) if compiled else forward_loss(model)
             variants[label] = (run_, torch.optim.SGD(model.parameters(), lr=1e-3), to(x_cpu, device), to(y_cpu, device))
         # The same compiled neuron step with autograd's multithreading off: the
         # backward then runs on the caller's thread, as the CPU's does, so the
@@ -343,17 +358,15 @@ def breakdown(name, make_model, shape, repeats, inner):
 
         def phases(run_, opt, x, y):
             w0, t0 = time.perf_counter(), clock()
-            out = run_(*x) if isinstance(x, tuple) else run_(x)
+            loss = loss_of(run_, x, y)
             t1 = clock()
-            loss = out if y is None else torch.nn.functional.mse_loss(out, y)
-            t2 = clock()
             opt.zero_grad(set_to_none=True)
-            t3 = clock()
+            t2 = clock()
             loss.backward()
-            t4 = clock()
+            t3 = clock()
             opt.step()
-            t5 = clock()
-            return [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4, t5 - t0, time.perf_counter() - w0]
+            t4 = clock()
+            return [t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0, time.perf_counter() - w0]
         def measured(label, v):
             with torch.autograd.set_multithreading_enabled(label != CALLER_THREAD):
                 return phases(*v)
@@ -368,7 +381,7 @@ def breakdown(name, make_model, shape, repeats, inner):
                     per[k].append(p + [spent["graph"], spent["launch"] - spent["graph"] if spent["launch"] else 0.0])
     finally:
         output_code.CompiledFxGraph.__call__, executors.Launch.__call__ = graph_call, launch_call
-    cols = ("forward", "loss", "zero_grad", "backward", "opt.step", "step", "step wall", "in graphs", "launch work")
+    cols = ("forward+loss", "zero_grad", "backward", "opt.step", "step", "step wall", "in graphs", "launch work")
     med = {k: [statistics.median(r[i] for r in v) for i in range(len(cols))] for k, v in per.items()}
     lines = [f"{name}: median us per step, CPU time except 'step wall' (load average {os.getloadavg()[0]:.1f})",
              f"  {'':26s}" + "".join(f"{c:>12s}" for c in cols)]

@@ -104,3 +104,24 @@ def cpu_stream():
     torch_neuron_sim.random.set_rng_source("cpu")
     yield
     torch_neuron_sim.random.set_rng_source("device")
+
+
+@pytest.fixture
+def fresh_compile(tmp_path, monkeypatch):
+    """torch.compile tests: no Dynamo cache, no graph records or metrics, a NEFF
+    cache directory of the test's own, and the release's default for graphs
+    that fail to compile (TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION unset)."""
+    import torch._dynamo
+
+    from torch_neuron_sim.compile import compiler, graphs
+
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "neff"))
+    monkeypatch.delenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", raising=False)
+    torch._dynamo.reset()
+    torch.neuron.reset_dynamo_metrics()
+    compiler.clear_memory_cache()
+    graphs.clear()
+    yield
+    torch._dynamo.reset()
+    torch.neuron.reset_dynamo_metrics()
+    graphs.clear()

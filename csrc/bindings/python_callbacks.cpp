@@ -9,12 +9,15 @@
 //   rounding reporter aten/execution/numerics.h         setRoundingReporter    (report/report.py's recorder)
 //   copy router       aten/kernels/copy.h               setCopyRouter          (torch_neuronx's _nrt_copy_* entry points,
 //                                                                              only while a test wraps them)
+//   lowering query    aten/execution/graph_lowering.h   setLoweringQuery       (compile/graph_check.py: whether the device
+//                                                                              compiler lowers an op met inside a launch)
 // Each callback gives up quietly once the interpreter is finalizing, and
 // reports a Python error as unraisable: the op that triggered it goes on.
 #include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <torch/csrc/utils/pybind.h>
 
 #include "aten/execution/fallback_policy.h"
+#include "aten/execution/graph_lowering.h"
 #include "aten/execution/numerics.h"
 #include "aten/kernels/copy.h"
 #include "aten/memory/allocator.h"
@@ -47,6 +50,7 @@ py::object* g_reporter = nullptr;
 py::object* g_collective_reporter = nullptr;
 py::object* g_router = nullptr;
 py::object* g_rounding_reporter = nullptr;
+py::object* g_lowering = nullptr;
 
 void announceThroughPython(const std::string& name, const char* why) {
   callPython(g_logger, "torch_neuron_sim fallback logger", name, why);
@@ -103,6 +107,20 @@ history::Stack capturePythonStack() {
   return frames;
 }
 
+// Asked once per op, from a compiled graph's launch: an error is reported
+// as unraisable and the op has no lowering (it falls back, as in eager mode).
+bool lowersThroughPython(const std::string& name) {
+  if (!g_lowering || !pythonUsable()) return false;
+  py::gil_scoped_acquire gil;
+  try {
+    return py::cast<bool>((*g_lowering)(name));
+  } catch (py::error_already_set& e) {
+    e.discard_as_unraisable("torch_neuron_sim graph lowering");
+  } catch (const py::cast_error&) {
+  }
+  return false;
+}
+
 // A host<->device copy handed to Python. Unlike the hooks above, its errors
 // are the copy's: they propagate to the caller.
 void routeThroughPython(const at::Tensor& src, const at::Tensor& dst) {
@@ -141,6 +159,10 @@ void registerPythonCallbacks(py::module_& m) {
     const bool on = !fn.is_none();
     keep(g_collective_reporter, std::move(fn));
     distributed::setCollectiveReporter(on ? &reportCollectiveThroughPython : nullptr);
+  });
+  m.def("_set_graph_lowering", [](py::object fn) {
+    keep(g_lowering, std::move(fn));
+    setLoweringQuery(&lowersThroughPython);
   });
   m.def("_set_copy_router", [](py::object fn) {
     if (fn.is_none()) {

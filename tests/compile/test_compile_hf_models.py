@@ -8,9 +8,10 @@ Inductor compiling each model's graphs twice (neuron and CPU): one layer and
 two steps by default, two layers and four steps with NEURON_SIM_LONG_RUN=deep.
 `make test` sweeps a decoder (GPT-2: permuted and expanded views into the
 compiled graphs) and an encoder with its collator (BERT masked-LM: padding,
-attention and token-type masks, stride-0 inputs into the backward); T5, Llama
-and ViT join them in `make test-deep`, each compiling for minutes on a
-two-core machine."""
+attention and token-type masks, stride-0 inputs into the backward); T5, Llama,
+ViT and a Mixtral-style MoE join them in `make test-deep`, each compiling for
+minutes on a two-core machine (one MoE block trains compiled in `make test`:
+test_compile_launch_lowering.py)."""
 import copy
 import os
 
@@ -61,6 +62,14 @@ def vit():
                                  image_size=16, patch_size=8, num_labels=3, hidden_dropout_prob=0.0,
                                  attention_probs_dropout_prob=0.0)
     return transformers.ViTForImageClassification(cfg), _image_batch
+
+
+def mixtral():
+    """A Mixtral-style MoE: top-2 routing over 4 experts; transformers' grouped-mm experts sort the
+    tokens by expert (a stable sort) and run custom ops, forward and backward, inside the graphs."""
+    cfg = transformers.MixtralConfig(**SMALL, num_key_value_heads=1, max_position_embeddings=32, num_local_experts=4,
+                                     num_experts_per_tok=2)
+    return transformers.MixtralForCausalLM(cfg), _causal_batch
 
 
 def _causal_batch(g):
@@ -117,7 +126,7 @@ def _train(model, batches, device, steps_fallbacks):
     return losses
 
 
-MODELS = [bert_mlm, gpt2] + ([t5, llama, vit] if DEEP else [])
+MODELS = [bert_mlm, gpt2] + ([t5, llama, vit, mixtral] if DEEP else [])
 
 
 @pytest.mark.parametrize("build", MODELS, ids=lambda f: f.__name__)

@@ -10,20 +10,10 @@ import torch._dynamo
 from torch._dynamo.utils import counters
 
 import torch_neuron_sim
-from torch_neuron_sim.compile import compiler, graphs
+from torch_neuron_sim.compile import graphs
 
 
-@pytest.fixture(autouse=True)
-def fresh(tmp_path, monkeypatch):
-    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "neff"))
-    torch._dynamo.reset()
-    torch.neuron.reset_dynamo_metrics()
-    compiler.clear_memory_cache()
-    graphs.clear()
-    yield
-    torch._dynamo.reset()
-    torch.neuron.reset_dynamo_metrics()
-    graphs.clear()
+pytestmark = pytest.mark.usefixtures("fresh_compile")  # tests/conftest.py
 
 
 def _random_graph(x):

@@ -6,26 +6,13 @@ import warnings
 
 import pytest
 import torch
-import torch._dynamo
 from torch._dynamo.utils import counters
 
-from torch_neuron_sim.compile import compiler, graphs
+from torch_neuron_sim.compile import graphs
 
 GRAPH = {"executor": "graph"}  # every compile phase but code generation: quick
 
-
-@pytest.fixture(autouse=True)
-def fresh(tmp_path, monkeypatch):
-    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "neff"))
-    monkeypatch.delenv("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", raising=False)
-    torch._dynamo.reset()
-    torch.neuron.reset_dynamo_metrics()
-    compiler.clear_memory_cache()
-    graphs.clear()
-    yield
-    torch._dynamo.reset()
-    torch.neuron.reset_dynamo_metrics()
-    graphs.clear()
+pytestmark = pytest.mark.usefixtures("fresh_compile")  # tests/conftest.py
 
 
 def _with_median(x):

@@ -3,14 +3,21 @@ torch's decompositions to core ATen and on to StableHLO, so an op has a
 lowering when it is
   * a native op of the device (any overload of it: .Scalar, .Tensor, the
     in-place op_, out=), or in core ATen (the op set the StableHLO lowering
-    covers), or graph plumbing, a view or metadata op, a prims op;
+    covers; any overload of a core op, as sort.stable of sort: the overloads
+    differ in argument forms, not in what is computed), or graph plumbing, a
+    view or metadata op, a prims op;
   * a collective, or a custom op with a kernel for the neuron device;
   * or an op whose decomposition (core ATen's table, else torch's registered
     decompositions, else its composite definition) consists of ops with a lowering, checked on the node's
     example values.
 Sparse, quantized and oneDNN (mkldnn) ops have none: the release lists them
 as not supported. Anything else left without a lowering makes the graph fail
-to compile (compiler.py)."""
+to compile (compiler.py).
+
+The same set decides, while a compiled graph launches, whether an op the
+launch dispatches (an extern call of the generated code, an op in a custom
+op's body) runs on the device as part of the graph or falls back: the C++
+op path asks `lowered_in_graph` once per op (aten/execution/graph_lowering.h)."""
 from __future__ import annotations
 
 import functools
@@ -18,6 +25,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from .. import _C
 from ..distributed.collective_ops import is_collective
 from ..execution import native_ops, tracking
 
@@ -43,13 +51,23 @@ def _directly_lowered(op: torch._ops.OpOverload, native: set[str], untracked: se
     functional = base[:-1] if base.endswith("_") and not base.endswith("__") else base  # add_ -> add
     if name in native or base in native or functional in native:
         return True
-    if torch.Tag.core in op.tags or ns == "prims" or base in _PLUMBING or base in untracked:
+    if _in_core_aten(op) or ns == "prims" or base in _PLUMBING or base in untracked:
         return True
     if is_collective(op) or ns == "neuron_sim":  # neuron_sim::random (random_ops.py)
         return True
     # a custom op with a device kernel (torch.library.custom_op(device_types="neuron")) or one for every device
     return ns != "aten" and any(torch._C._dispatch_has_kernel_for_dispatch_key(name, k)
                                 for k in ("PrivateUse1", "CompositeExplicitAutograd"))
+
+
+@functools.cache
+def _core_overloads(packet: torch._ops.OpOverloadPacket) -> bool:
+    return any(torch.Tag.core in getattr(packet, o).tags for o in packet.overloads())
+
+
+def _in_core_aten(op: torch._ops.OpOverload) -> bool:
+    """A core ATen op, or another overload of one."""
+    return torch.Tag.core in op.tags or _core_overloads(op.overloadpacket)
 
 
 @functools.cache
@@ -138,9 +156,32 @@ def ops_without_lowering(gm: torch.fx.GraphModule) -> list[str]:
     return sorted(_without_lowering(gm, native, untracked, 0))
 
 
+def _overload(name: str) -> Optional[torch._ops.OpOverload]:
+    """The OpOverload of a dispatcher name ("aten::sort.stable", "aten::zero_"), or None."""
+    ns, _, rest = name.partition("::")
+    base, _, overload = rest.partition(".")
+    try:
+        return getattr(getattr(getattr(torch.ops, ns), base), overload or "default")
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def lowered_in_graph(name: str) -> bool:
+    """Whether the device compiler lowers the op `name` met while a compiled
+    graph launches: its direct lowering (a decomposition would have been
+    applied when the graph was traced, not at run time)."""
+    op = _overload(name)
+    return op is not None and _directly_lowered(op, set(native_ops.current()), set(tracking.untracked_op_names()))
+
+
 def has_collectives(gm: torch.fx.GraphModule) -> bool:
     return any(node.op == "call_function" and is_collective(node.target) for node in gm.graph.nodes)
 
 
 def node_count(gm: torch.fx.GraphModule) -> int:
     return sum(1 for n in gm.graph.nodes if n.op == "call_function")
+
+
+# Every graph is checked here before it can launch: from then on, the ops its
+# launches dispatch are asked about with the same set.
+_C._set_graph_lowering(lowered_in_graph)

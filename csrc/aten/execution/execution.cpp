@@ -35,6 +35,7 @@
 #include "aten/execution/fallback_policy.h"
 #include "aten/execution/fast_path.h"
 #include "aten/execution/finish_op.h"
+#include "aten/execution/graph_lowering.h"
 #include "aten/execution/numerics.h"
 #include "aten/execution/op_table.h"
 #include "aten/execution/placement.h"
@@ -292,13 +293,19 @@ void neuronKernel(const c10::OperatorHandle& op, c10::DispatchKeySet, Stack* sta
   runtime::HostAccess access;  // NEURON_SIM_PROTECT: kernels may touch arena pages
   OpEntry& e = opEntry(op);
   OpTimer timer(e);
-  const bool native = e.native.load(std::memory_order_relaxed);
-  const CallFacts facts = callFacts(e, native, *stack, op.schema().arguments().size());
+  // Inside a compiled graph's launch an op is the graph's: it runs on the
+  // device when the device compiler lowers it, native in eager or not
+  // (graph_lowering.h), and writes through a strided view as a compiled
+  // graph does; with tensors elsewhere it falls back. Eager calls never ask.
+  const bool eager_native = e.native.load(std::memory_order_relaxed);
+  const bool lowered = !eager_native && C10_UNLIKELY(inGraphLaunch()) && compilerLowers(e);
+  const CallFacts facts = callFacts(e, eager_native || lowered, *stack, op.schema().arguments().size());
+  const bool native = eager_native || (lowered && facts.placement == Placement::kOk);
   if (C10_UNLIKELY(!e.generator_args.empty())) checkGeneratorPlacement(op, facts);
   // The device computes in no complex dtype (docs/semantics.md): a native op
   // called on complex tensors takes the CPU fallback, as on the real backend.
   if (native && checkInputs(op, e, *stack, facts) && C10_LIKELY(!facts.complex) &&
-      (C10_LIKELY(!e.in_place) || writesContiguously(op, e, *stack))) {
+      (C10_LIKELY(!e.in_place) || inGraphLaunch() || writesContiguously(op, e, *stack))) {
     // The device's own argument checks: their errors propagate as raised.
     if (Precondition check = e.precondition.load(std::memory_order_relaxed); C10_UNLIKELY(check != nullptr))
       check(op, *stack);

@@ -113,6 +113,7 @@ void setNativeOps(const std::vector<std::string>& names) {
   t.native = std::unordered_set<std::string>(names.begin(), names.end());
   for (auto& [key, e] : t.entries) {
     e->native = isNative(t, *e);
+    e->lowered.store(-1, std::memory_order_relaxed);
     refreshFastPath(*e);
   }
 }
@@ -127,7 +128,10 @@ void setTrackingRules(TrackingRules r) {
   Table& t = table();
   std::lock_guard<std::mutex> g(t.mu);
   rules() = std::move(r);
-  for (auto& [key, e] : t.entries) applyRules(*e);
+  for (auto& [key, e] : t.entries) {
+    applyRules(*e);
+    e->lowered.store(-1, std::memory_order_relaxed);
+  }
 }
 
 OpEntry& kernelEntry(const char* name, const char* overload) {

@@ -81,6 +81,10 @@ struct OpEntry {
   // native, with no host kernel (the fast path runs the CPU kernel, after the
   // precondition if any). Decided here only, by refreshFastPath, whenever one changes.
   std::atomic<bool> fast{false};
+  // Whether the device compiler lowers the op, for its calls inside a compiled
+  // graph's launch (graph_lowering.h): -1 not asked yet, 0 no, 1 yes. Forgotten
+  // when the native set or the tracking rules change (the answer reads both).
+  std::atomic<int8_t> lowered{-1};
 };
 
 OpEntry& opEntry(const c10::OperatorHandle& op);
