@@ -3,7 +3,8 @@ generated code, an op in a custom op's body) is part of the graph, which the
 device compiler lowered: it runs on the device when the compiler's lowering
 set has it (compile/graph_check.py), native in eager mode or not, and only
 what has no lowering falls back. The same ops called eagerly keep the
-tracked CPU fallback."""
+tracked CPU fallback. Runtime assertions are in the set: the compiler makes
+them checks of the compiled graph, which still raise when they fail."""
 import copy
 
 import pytest
@@ -115,3 +116,64 @@ def test_a_mixtral_moe_block_trains_compiled_with_no_fallback_inside_its_graphs(
     torch.testing.assert_close(got, expected)
     assert tracked.get_fallback_ops() == []
     assert sorted(r.kind for r in graphs.records() if r.executor == "graph") == ["backward", "forward"]
+
+
+def _checked_scale(x):
+    # a data-dependent assertion, as Dynamo traces it: aten::_assert_async.msg
+    torch._assert_async(x.abs().sum() > 0, "input must not be all zeros")
+    return x * 2 + 1
+
+
+@pytest.mark.parametrize("executor", ["inductor", "graph"])
+def test_a_runtime_assertion_compiles_into_the_graph_and_still_checks(tracked, executor):
+    f = torch.compile(_checked_scale, backend="neuron", options={"executor": executor})
+    x = torch.randn(3, 5)
+    torch.testing.assert_close(f(x.to("neuron")).cpu(), torch.compile(_checked_scale)(x))
+    assert [r.executor for r in graphs.records()] == [executor]  # compiled, no graph run op by op
+    assert tracked.get_fallback_ops() == []
+    zeros = torch.zeros(3, 5)
+    with pytest.raises(RuntimeError) as on_cpu:
+        torch.compile(_checked_scale)(zeros)
+    with pytest.raises(type(on_cpu.value), match="input must not be all zeros"):
+        f(zeros.to("neuron"))
+    torch.testing.assert_close(f(x.to("neuron")).cpu(), x * 2 + 1)  # the process stays usable
+
+
+def test_every_assertion_and_shape_constraint_op_has_a_lowering():
+    from torch_neuron_sim.compile import graph_check
+
+    ops = [getattr(getattr(torch.ops.aten, n), o) for n in dir(torch.ops.aten)
+           if "assert" in n or "constrain" in n or n == "_make_dep_token"
+           for o in getattr(torch.ops.aten, n).overloads()]
+    assert len(ops) >= 9
+    assert [op.name() for op in ops if not graph_check.lowered_in_graph(op.name())] == []
+
+
+def test_a_mixtral_block_with_eager_experts_trains_compiled_with_no_fallback(tracked):
+    # The loop over experts (experts_implementation="eager") asserts on
+    # data-dependent values; the graphs compile whole and train as the CPU's.
+    import transformers
+    from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
+
+    cfg = transformers.MixtralConfig(hidden_size=16, intermediate_size=32, num_local_experts=4, num_experts_per_tok=2,
+                                     experts_implementation="eager")
+    torch.manual_seed(0)
+    block = MixtralSparseMoeBlock(cfg)
+    for p in block.parameters():
+        torch.nn.init.normal_(p, std=0.2)
+    x = torch.randn(2, 6, 16)
+
+    def step(model, device):
+        xi = x.to(device).detach().requires_grad_()
+        y = model(xi)
+        y.square().sum().backward()
+        return [y.detach().cpu(), xi.grad.cpu()] + [p.grad.cpu() for p in model.parameters()]
+
+    expected = step(copy.deepcopy(block), "cpu")
+    tracked.clear_op_tracking()
+    got = step(torch.compile(block.to("neuron"), backend="neuron", options=GRAPH), "neuron")
+    torch.testing.assert_close(got, expected)
+    assert tracked.get_fallback_ops() == []
+    # the loop breaks the graph per expert: every piece compiles, none runs op by op
+    assert {"backward", "forward"} <= {r.kind for r in graphs.records()}
+    assert {r.executor for r in graphs.records()} == {"graph"}

@@ -7,6 +7,9 @@ lowering when it is
     differ in argument forms, not in what is computed), or graph plumbing, a
     view or metadata op, a prims op;
   * a collective, or a custom op with a kernel for the neuron device;
+  * a runtime assertion or shape constraint (_assert_async, _assert_scalar,
+    sym_constrain_range, ...): the compiler makes it a check of the compiled
+    program, as Inductor does, not a computation;
   * or an op whose decomposition (core ATen's table, else torch's registered
     decompositions, else its composite definition) consists of ops with a lowering, checked on the node's
     example values.
@@ -34,6 +37,17 @@ _PLUMBING = {"aten::_to_copy", "aten::copy_", "aten::copy", "aten::clone", "aten
              "aten::empty_like", "aten::zeros", "aten::zeros_like", "aten::ones", "aten::ones_like",
              "aten::full", "aten::full_like", "aten::scalar_tensor", "aten::lift_fresh_copy", "aten::_unsafe_view",
              "aten::detach", "aten::alias", "aten::as_strided", "aten::view", "aten::_local_scalar_dense"}
+# Runtime checks and shape constraints: no computation, so no lowering is
+# needed. The compiler turns each into a check of the compiled program, as
+# Inductor does (an assertion in the generated kernel for _assert_async.msg,
+# a check of the symbolic sizes for _assert_scalar and sym_constrain_range),
+# and the check still runs: inside a launch the op runs on the device and a
+# failing assertion raises the CPU's error. The _functional_ forms (and the
+# dependency token they thread) are what functionalization makes of them.
+_RUNTIME_CHECKS = {"aten::_assert_async", "aten::_functional_assert_async", "aten::_assert_scalar",
+                   "aten::_assert_tensor_metadata", "aten::sym_constrain_range",
+                   "aten::sym_constrain_range_for_size", "aten::_functional_sym_constrain_range",
+                   "aten::_functional_sym_constrain_range_for_size", "aten::_make_dep_token"}
 # Op families the release marks not supported on Neuron (no lowering, whatever their tags say).
 _UNSUPPORTED = ("sparse", "quantize", "aten::q_", "aten::int_repr", "mkldnn")
 
@@ -51,7 +65,7 @@ def _directly_lowered(op: torch._ops.OpOverload, native: set[str], untracked: se
     functional = base[:-1] if base.endswith("_") and not base.endswith("__") else base  # add_ -> add
     if name in native or base in native or functional in native:
         return True
-    if _in_core_aten(op) or ns == "prims" or base in _PLUMBING or base in untracked:
+    if _in_core_aten(op) or ns == "prims" or base in _PLUMBING or base in untracked or base in _RUNTIME_CHECKS:
         return True
     if is_collective(op) or ns == "neuron_sim":  # neuron_sim::random (random_ops.py)
         return True
