@@ -40,10 +40,11 @@ class Kind:
 
 ASAN = Kind("asan", "AddressSanitizer and UndefinedBehaviorSanitizer", "1", ROOT / "build-sanitize", "libasan.so",
             "make test-sanitize", "SANITIZE_TESTS", [
-                "`make test-sanitize` builds the extension with `-fsanitize=address,undefined` (`-O1`, frame",
-                "pointers, UBSan fatal) in `build-sanitize/`, each file its own unit, preloads libasan into an",
-                "uninstrumented CPython (leak detection off) and runs the tests that exercise the C++ layers (the",
-                "`SANITIZE_TESTS` of the Makefile); any report aborts the run. No finding is suppressed.",
+                "`make test-sanitize` builds the extension with `-fsanitize=address,undefined` (`-O1`, line",
+                "tables, frame pointers, UBSan fatal) in `build-sanitize/`, with the precompiled header and the",
+                "file groups of the normal build, preloads libasan into an uninstrumented CPython (leak detection",
+                "off) and runs the tests that exercise the C++ layers (the `SANITIZE_TESTS` of the Makefile); any",
+                "report aborts the run. No finding is suppressed.",
             ])
 TSAN = Kind("tsan", "ThreadSanitizer", "thread", ROOT / "build-tsan", "libtsan.so", "make test-tsan", "TSAN_TESTS", [
     "`make test-tsan` builds the extension with `-fsanitize=thread` (`-O1`, line tables) in `build-tsan/`,",
