@@ -72,7 +72,7 @@ def write_doc(rows: dict[str, str], load: int) -> None:
         kept = {m.group("test"): m.group("rest") for m in ROW.finditer(old)}
     kept.update(rows)
     lines = [START,
-             f"Each test run in fresh pytest processes, one run at a time, beside {load} busy "
+             f"Each run is a fresh pytest process, beside {load} busy "
              "loops at nice 19 (`python scripts/rerun_under_load.py`); a failed run's output is kept:",
              "",
              "| test | runs | failed | median run | last run |",
@@ -100,13 +100,22 @@ def main() -> int:
     failures = 0
     try:
         for test in args.tests:
-            results = [run_once(test, i, args.keep, args.timeout) for i in range(args.runs)]
+            results = []
+            try:
+                for i in range(args.runs):
+                    results.append(run_once(test, i, args.keep, args.timeout))
+            except KeyboardInterrupt:  # stopped (Ctrl-C): the runs that ended still count
+                if not results:
+                    raise
+                print(f"rerun-under-load: {test}: stopped after {len(results)} runs", flush=True)
             failed = sum(not ok for ok, _, _ in results)
             failures += failed
             median = statistics.median(s for _, s, _ in results)
-            print(f"rerun-under-load: {test}: {args.runs} runs, {failed} failed, median {median:.0f} s", flush=True)
+            print(f"rerun-under-load: {test}: {len(results)} runs, {failed} failed, median {median:.0f} s", flush=True)
             if not args.no_doc:  # after each test: a run cut short keeps what it measured
-                write_doc({test: f"{args.runs} | {failed} | {median:.0f} s | {results[-1][2]}"}, args.load)
+                write_doc({test: f"{len(results)} | {failed} | {median:.0f} s | {results[-1][2]}"}, args.load)
+            if len(results) < args.runs:
+                break
     finally:
         for p in load:
             p.kill()
