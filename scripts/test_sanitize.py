@@ -222,8 +222,11 @@ def main(kind: Kind, tests: list[str]) -> int:
         # One OpenMP thread: libgomp is not instrumented, so TSan cannot see its barriers, and a
         # kernel's parallel_for body (this project's code) would race with itself in every report.
         run_env["OMP_NUM_THREADS"] = "1"
+        # handle_segv=0: a segfault a test provokes on purpose (NEURON_SIM_PROTECT's host read of
+        # device memory) reaches Python's faulthandler and kills the process as without TSan; TSan's
+        # own handler would report it and exit with exitcode, 0 here, as if the program had passed.
         run_env["TSAN_OPTIONS"] = (f"log_path={reports}/tsan:exitcode=0:second_deadlock_stack=1:"
-                                   f"suppressions={TSAN_SUPPRESSIONS}:report_signal_unsafe=0")
+                                   f"suppressions={TSAN_SUPPRESSIONS}:report_signal_unsafe=0:handle_segv=0")
     where = subprocess.run([sys.executable, "-c", "import torch_neuron_sim._C as c; print(c.__file__)"],
                            env=run_env, capture_output=True, text=True)
     if where.returncode or str(site) not in where.stdout:
