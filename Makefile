@@ -105,7 +105,7 @@ dtype-widening: setup
 # the run's figures and whether it fits CI (scripts/test_sanitize.py). Not in
 # `make test`: the sanitizer flags share no object with the normal build, so
 # every C++ file compiles again, and the tests run slower under
-# ASan (docs/sanitizer.md gives the last run's figures).
+# ASan (docs/sanitizer.md gives the last run's figures); `.ci/run` runs it after `make test`.
 SANITIZE_TESTS ?= tests/execution/test_execution.py tests/execution/test_structured_fallback.py tests/memory/test_memory_api.py tests/memory/test_memory_debug.py \
 	tests/memory/test_memory_reliability.py tests/device/test_streams.py tests/execution/test_dtype_policy.py tests/execution/test_errors.py \
 	tests/device/test_registration.py tests/execution/test_attention.py tests/device/test_random.py tests/memory/test_pinned_memory.py \
