@@ -6,10 +6,14 @@
 # a missing page) a build failure. No intersphinx: the build runs without a
 # network, so torch's own objects are named, not linked. The theme is
 # pydata-sphinx-theme, the base of PyTorch's own theme.
+import importlib.util
 import os
 import sys
 
-sys.path.insert(0, os.path.abspath(".."))
+# The checkout's package only where none is installed: a run against another torch
+# (scripts/test_torch_version.py) puts the package built for that torch first on the path.
+if importlib.util.find_spec("torch_neuron_sim") is None:
+    sys.path.insert(0, os.path.abspath(".."))
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "1")
 
 import torch  # noqa: E402

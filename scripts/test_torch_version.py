@@ -137,6 +137,9 @@ def main() -> int:
     site = site_with_build(out)
 
     env = dict(os.environ, PYTHONSAFEPATH="1", PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    # The Makefile switches the backend's autoload off for building; the suite needs it on:
+    # spawned ranks, torchrun's workers and `python -c` subprocesses find `neuron` only by it.
+    env.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)
     check = subprocess.run([str(py), "-c", "import torch, torch_neuron_sim._C as c; print(torch.__version__, c.__file__)"],
                            cwd=ROOT, env=env, capture_output=True, text=True)
     if check.returncode or str(site) not in check.stdout:

@@ -27,12 +27,23 @@ class TorchRelease:
     # PyTorch's composite math_group_norm runs, and its view() rejects what is not contiguous:
     # from 2.14 on, group_norm on a transposed input raises on neuron (docs/testing.md).
     group_norm_copies_input: bool = True
+    # scaled_dot_product_attention on 3-D (batch-less) q/k/v: PyTorch runs the math path on
+    # them as they are (2.13), or adds a batch dimension of 1 before choosing a backend (2.14),
+    # so they reach the device's fused attention op as 4-D inputs and run natively.
+    sdpa_batches_3d_inputs: bool = False
+    # How torch refuses monitored_barrier on a group without a gloo (CPU) backend, before the
+    # device's backend is reached: its words changed in 2.14.
+    monitored_barrier_refusal: str = "monitored_barrier is only implemented for GLOO"
 
 
 RELEASES = {
     "2.13": TorchRelease("2.13", "2.13.3.0", "torchneuron-2.14-beta", "2.13.0"),
-    "2.14": TorchRelease("2.14", "2.14.3.0", "torchneuron-2.14-beta", "2.14.1", group_norm_copies_input=False),
+    "2.14": TorchRelease("2.14", "2.14.3.0", "torchneuron-2.14-beta", "2.14.1", group_norm_copies_input=False,
+                         sdpa_batches_3d_inputs=True,
+                         monitored_barrier_refusal="monitored_barrier requires a group with a CPU-capable backend"),
 }
+# The family the default venv installs (`make setup`); `make bench` measures with it.
+DEFAULT = "2.13"
 
 
 def torch_minor(version: Optional[str] = None) -> str:

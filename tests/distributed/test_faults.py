@@ -4,6 +4,8 @@ import re
 import pytest
 from dist_harness import run_ranks
 
+from torch_neuron_sim import torch_versions
+
 # Ranks on one machine agree through shared memory; NEURON_SIM_AGREEMENT=store
 # makes them use the store, as ranks on several machines do.
 TRANSPORTS = pytest.mark.parametrize("transport", ["shared memory", "store"])
@@ -37,7 +39,7 @@ def test_mismatches_and_unsupported_operations_raise_clear_errors(transport):
         assert r["in_flight_result"] == [2.0, 2.0, 2.0], r["in_flight_result"]
         # torch itself refuses monitored_barrier on any backend but gloo, before reaching ours; the
         # ProcessGroup method asks for the group's CPU backend, which a neuron-only group has not
-        assert "monitored_barrier is only implemented for GLOO" in r["monitored_barrier"], r["monitored_barrier"]
+        assert torch_versions.current().monitored_barrier_refusal in r["monitored_barrier"], r["monitored_barrier"]
         assert "No backend type associated with device type cpu" in r["pg_monitored_barrier"], r
         assert "cpu:gloo,neuron:neuron" in r["cpu_tensor"], r["cpu_tensor"]
         assert r["after"] == [3.0, 3.0, 3.0]

@@ -40,7 +40,9 @@ def reference():
 
 def torchrun(*args, env=None, timeout=150):
     full = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
-    full["PYTHONPATH"] = ROOT + os.pathsep + full.get("PYTHONPATH", "")
+    # the checkout after what is already on the path: a run against another torch puts the
+    # package built for that torch there (scripts/test_torch_version.py)
+    full["PYTHONPATH"] = os.pathsep.join(filter(None, [full.get("PYTHONPATH"), ROOT]))
     return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *args], env=full, cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 

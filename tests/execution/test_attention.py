@@ -1,12 +1,14 @@
 """scaled_dot_product_attention on neuron takes the real backend's path: 4-D
 float32/float16/bfloat16 q/k/v with equal dtypes run the fused attention op
 natively (bias, causal, grouped-query heads, dropout); other inputs
-decompose into the math path, op by op. Both tracked."""
+decompose into the math path, op by op (batch-less 3-D inputs: by torch version,
+torch_versions.py). Both tracked."""
 import pytest
 import torch
 import torch.nn.functional as F
 
 import torch_neuron_sim
+from torch_neuron_sim import torch_versions
 
 
 @pytest.fixture(autouse=True)
@@ -45,13 +47,27 @@ def test_fused_attention_matches_cpu_with_gradients(case, tracked):
     assert not tracked.get_fallback_ops()
 
 
-def test_other_shapes_and_dtypes_take_the_math_path(tracked):
-    x = torch.randn(3, 5, 4, device="neuron")  # 3-D
-    F.scaled_dot_product_attention(x, x, x)
-    x64 = torch.randn(1, 2, 5, 4, dtype=torch.float64, device="neuron")  # float64 is not an attention dtype
-    F.scaled_dot_product_attention(x64, x64, x64)
+def test_other_dtypes_take_the_math_path(tracked):
+    x64 = torch.randn(1, 2, 5, 4, dtype=torch.float64)  # float64 is not an attention dtype
+    out = F.scaled_dot_product_attention(*neuron(x64, x64, x64))
+    # agrees with the CPU to float32's precision, not float64's (2.5e-7 apart under torch 2.14)
+    torch.testing.assert_close(out.cpu(), F.scaled_dot_product_attention(x64, x64, x64), atol=1e-5, rtol=1.3e-6)
     ran = tracked.get_executed_ops()
     assert FUSED not in ran and "aten::bmm" in ran and "aten::_softmax" in ran
+
+
+def test_3d_inputs_take_the_path_the_torch_version_gives_them(tracked):
+    # From torch 2.14 on, PyTorch adds a batch dimension to batch-less q/k/v before choosing
+    # a backend, so they reach the fused op; before, they took the math path as they were.
+    x = torch.randn(3, 5, 4)
+    out = F.scaled_dot_product_attention(*neuron(x, x, x))
+    torch.testing.assert_close(out.cpu(), F.scaled_dot_product_attention(x, x, x))
+    ran = tracked.get_executed_ops()
+    if torch_versions.current().sdpa_batches_3d_inputs:
+        assert FUSED in ran and "aten::bmm" not in ran
+    else:
+        assert FUSED not in ran and "aten::bmm" in ran and "aten::_softmax" in ran
+    assert not tracked.get_fallback_ops()
 
 
 def test_dropout_mask_is_reused_by_the_backward_pass():

@@ -36,7 +36,7 @@ def test_another_torch_warns_once_and_is_treated_as_the_newest(monkeypatch):
 
 def test_build_files_and_readme_name_the_tested_versions():
     default = re.search(r'"torch==([\d.]+)"', (ROOT / "Makefile").read_text()).group(1)
-    assert default == torch_versions.RELEASES["2.13"].tested
+    assert default == torch_versions.RELEASES[torch_versions.DEFAULT].tested
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert pyproject.count('"torch>=2.13,<2.15"') == 2  # build requirement and dependency
     readme = (ROOT / "README.md").read_text()

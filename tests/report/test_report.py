@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import torch_neuron_sim
+from torch_neuron_sim import torch_versions
 
 
 @pytest.fixture(autouse=True)
@@ -221,9 +222,9 @@ def test_collect_env():
     r = subprocess.run([sys.executable, "-m", "torch_neuron_sim.collect_env"], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stderr
-    assert "PyTorch version: 2.13.0" in r.stdout
+    assert f"PyTorch version: {torch_versions.current().tested}" in r.stdout
     assert f"torch_neuron_sim version: {torch_neuron_sim.__version__}" in r.stdout
-    assert "native-op table: torchneuron-2.14-beta (" in r.stdout
+    assert f"native-op table: {torch_versions.current().native_ops} (" in r.stdout
     assert "HBM per device: 24 GiB" in r.stdout
 
 
