@@ -47,6 +47,53 @@ def test_fused_attention_matches_cpu_with_gradients(case, tracked):
     assert not tracked.get_fallback_ops()
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_attention_in_a_model_layout_matches_cpu_and_torch_meta_strides(causal, dtype, tracked):
+    # q/k/v as attention modules make them, (batch, seq, heads, dim) transposed to
+    # (batch, heads, seq, dim); fewer queries than keys (causal is aligned top-left); a scale
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(2, n, 3, 8, generator=g).to(dtype).transpose(1, 2).requires_grad_() for n in (5, 7, 7))
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=0.3)
+    ref.square().sum().backward()
+    qn, kn, vn = neuron(q, k, v)
+    out = F.scaled_dot_product_attention(qn, kn, vn, is_causal=causal, scale=0.3)
+    out.square().sum().backward()
+    tol = {} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
+    torch.testing.assert_close(out.cpu(), ref, **tol)
+    for a, b in ((qn, q), (kn, k), (vn, v)):
+        torch.testing.assert_close(a.grad.cpu(), b.grad, **tol)
+    assert FUSED in tracked.get_executed_ops() and not tracked.get_fallback_ops()
+    # the op's results are laid out as torch's meta kernels lay them out (what a compiled graph assumes)
+    fused, backward = torch.ops.aten._scaled_dot_product_fused_attention_overrideable, \
+        torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward
+    meta = [torch.empty_strided(t.shape, t.stride(), dtype=dtype, device="meta") for t in (q, k, v)]
+    got = fused(qn.detach(), kn.detach(), vn.detach(), None, 0.0, causal, False, scale=0.3)
+    want = fused(*meta, None, 0.0, causal, False, scale=0.3)
+    assert [got[i].stride() for i in (0, 1)] == [want[i].stride() for i in (0, 1)]
+    grads = backward(torch.ones_like(got[0]), qn.detach(), kn.detach(), vn.detach(), None, [True, True, True, False],
+                     got[0], got[1], got[2], got[3], got[4], got[5], 0.0, causal, got[6], got[7], scale=0.3)
+    meta_grads = backward(torch.empty_like(want[0]), *meta, None, [True, True, True, False], want[0], want[1],
+                          want[2], want[3], 5, 7, 0.0, causal, want[6], want[7], scale=0.3)
+    assert [t.stride() for t in grads[:3]] == [t.stride() for t in meta_grads[:3]]
+
+
+def test_gradients_and_inputs_without_a_unit_last_stride_match_cpu():
+    # sum()'s backward hands attention an expanded gradient (every stride 0); a key read
+    # through a transpose has no unit stride in its head dimension either
+    g = torch.Generator().manual_seed(2)
+    q = torch.randn(1, 2, 4, 8, generator=g, requires_grad=True)
+    k = torch.randn(1, 2, 8, 4, generator=g).transpose(-2, -1).requires_grad_()
+    v = torch.randn(1, 2, 4, 8, generator=g, requires_grad=True)
+    F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+    qn, kn, vn = neuron(q, k, v)
+    out = F.scaled_dot_product_attention(qn, kn, vn, is_causal=True)
+    out.sum().backward()
+    torch.testing.assert_close(out.cpu(), F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    for a, b in ((qn, q), (kn, k), (vn, v)):
+        torch.testing.assert_close(a.grad.cpu(), b.grad)
+
+
 def test_other_dtypes_take_the_math_path(tracked):
     x64 = torch.randn(1, 2, 5, 4, dtype=torch.float64)  # float64 is not an attention dtype
     out = F.scaled_dot_product_attention(*neuron(x64, x64, x64))

@@ -15,7 +15,11 @@
 #include <ATen/SDPBackend.h>
 #include <ATen/core/stack.h>
 #include <ATen/native/transformers/attention.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -92,6 +96,40 @@ uint64_t drawSeed(c10::DeviceIndex device, uint64_t numbers) {
   return at::check_generator<at::CPUGeneratorImpl>(g)->random64();
 }
 
+// float32 without a bias or dropout: PyTorch's CPU flash-attention kernel
+// computes what the math below computes (float32 scores, softmax from the
+// log-sum-exp, float32 value product; no row is wholly masked) in one pass,
+// where the math takes a dozen host ops: a fused op costs what one op costs.
+// Reduced precision keeps the math, whose value product stays in float32
+// (the flash kernel rounds the probabilities to the input's dtype first).
+bool cpuFlashComputes(const at::Tensor& q, const at::Tensor& k, bool has_bias, double p) {
+  return q.scalar_type() == at::kFloat && !has_bias && p == 0.0 && k.size(-2) > 0;
+}
+
+// The flash kernel walks the head dimension with unit stride (PyTorch's CPU
+// backend sends other layouts down the math path).
+at::Tensor unitLastStride(const at::Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); }
+
+// A result laid out as torch's meta kernel lays it out (the output in query's
+// dimension order, alloc_with_matching_layout; a gradient as empty_like its
+// input), so a compiled graph's strides hold.
+at::Tensor inLayoutOf(const at::Tensor& result, const at::Tensor& like) {
+  if (result.sizes().equals(like.sizes())) {
+    if (result.strides().equals(like.strides())) return result;
+    return at::empty_like(like).copy_(result);
+  }
+  std::array<int64_t, 4> order = {0, 1, 2, 3};  // outermost first, by like's strides
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
+  std::array<int64_t, 4> strides{};
+  int64_t stride = 1;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    strides[*it] = stride;
+    stride *= result.size(*it);
+  }
+  if (result.strides().equals(strides)) return result;
+  return at::empty_strided(result.sizes(), strides, result.options()).copy_(result);
+}
+
 double scaleOf(const at::Tensor& q, std::optional<double> scale) {
   return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
 }
@@ -108,12 +146,21 @@ void fusedForward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   TORCH_CHECK(!a[6].toBool(), "neuron: scaled_dot_product_attention cannot return the debug attention mask");
   const int64_t groups = groupsOf(q, k0);
   const at::Tensor k = expandHeads(k0, groups), v = expandHeads(v0, groups);
-  at::Tensor s = scores(q, k, bias, causal, scaleOf(q, scale));
-  at::Tensor lse = s.logsumexp(-1);
-  at::Tensor probs = (s - lse.unsqueeze(-1)).exp_();
-  const uint64_t seed = p > 0 ? drawSeed(q.device().index(), static_cast<uint64_t>(probs.numel())) : 0;
-  if (p > 0) probs.mul_(dropoutMask(probs.sizes(), p, seed));
-  at::Tensor out = at::matmul(probs, v.to(at::kFloat)).to(q.scalar_type());
+  at::Tensor out, lse;
+  uint64_t seed = 0;
+  if (cpuFlashComputes(q, k, bias && bias->defined(), p)) {
+    auto [o, l] = at::_scaled_dot_product_flash_attention_for_cpu(unitLastStride(q), unitLastStride(k), unitLastStride(v),
+                                                                  0.0, causal, std::nullopt, scale);
+    out = inLayoutOf(o, q);
+    lse = l.contiguous();
+  } else {
+    at::Tensor s = scores(q, k, bias, causal, scaleOf(q, scale));
+    lse = s.logsumexp(-1);
+    at::Tensor probs = (s - lse.unsqueeze(-1)).exp_();
+    seed = p > 0 ? drawSeed(q.device().index(), static_cast<uint64_t>(probs.numel())) : 0;
+    if (p > 0) probs.mul_(dropoutMask(probs.sizes(), p, seed));
+    out = inLayoutOf(at::matmul(probs, v.to(at::kFloat)).to(q.scalar_type()), q);
+  }
   const auto i64 = q.options().dtype(at::kLong), i32 = q.options().dtype(at::kInt);
   torch::jit::drop(*stack, 8);
   torch::jit::push(*stack, out, lse, at::empty({0}, i32), at::empty({0}, i32), q.size(-2), k.size(-2),
@@ -136,6 +183,21 @@ void fusedBackward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   const uint64_t seed = static_cast<uint64_t>(a[14].toTensor().item<int64_t>());
   const double scale = scaleOf(q, a[16].toOptional<double>());
   const int64_t groups = groupsOf(q, k0);
+  auto ungroup = [&](const at::Tensor& g) {  // sum the gradients of shared key/value heads
+    if (groups == 1) return g;
+    auto s = g.sizes();
+    return g.reshape({s[0], s[1] / groups, groups, s[2], s[3]}).sum(2);
+  };
+  if (cpuFlashComputes(q, k0, bias.defined(), p)) {
+    auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
+        unitLastStride(a[0].toTensor()), unitLastStride(q), unitLastStride(expandHeads(k0, groups)),
+        unitLastStride(expandHeads(v0, groups)), unitLastStride(a[6].toTensor()), lse.contiguous(), 0.0, causal,
+        std::nullopt, a[16].toOptional<double>());
+    torch::jit::drop(*stack, 17);
+    torch::jit::push(*stack, mask[0] ? inLayoutOf(dq, q) : at::Tensor(), mask[1] ? inLayoutOf(ungroup(dk), k0) : at::Tensor(),
+                     mask[2] ? inLayoutOf(ungroup(dv), v0) : at::Tensor(), at::Tensor());
+    return;
+  }
   const at::Tensor k = expandHeads(k0, groups).to(at::kFloat), v = expandHeads(v0, groups).to(at::kFloat);
   const std::optional<at::Tensor> b = bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt;
   at::Tensor probs = (scores(q, k, b, causal, scale) - lse.unsqueeze(-1)).exp_();
@@ -147,18 +209,13 @@ void fusedBackward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   at::Tensor ds = probs * (dprobs - (dprobs * probs).sum(-1, true));  // softmax backward
   at::Tensor dq = at::matmul(ds, k).mul_(scale);
   at::Tensor dk = at::matmul(ds.transpose(-2, -1), q.to(at::kFloat)).mul_(scale);
-  auto ungroup = [&](const at::Tensor& g) {  // sum the gradients of shared key/value heads
-    if (groups == 1) return g;
-    auto s = g.sizes();
-    return g.view({s[0], s[1] / groups, groups, s[2], s[3]}).sum(2);
-  };
   at::Tensor dbias;
   if (mask[3] && bias.defined() && bias.scalar_type() != at::kBool)
     dbias = ds.sum_to_size(bias.sizes()).to(bias.scalar_type());
   torch::jit::drop(*stack, 17);
-  torch::jit::push(*stack, mask[0] ? dq.to(q.scalar_type()) : at::Tensor(),
-                   mask[1] ? ungroup(dk).to(k0.scalar_type()) : at::Tensor(),
-                   mask[2] ? ungroup(dv).to(v0.scalar_type()) : at::Tensor(), dbias);
+  torch::jit::push(*stack, mask[0] ? inLayoutOf(dq.to(q.scalar_type()), q) : at::Tensor(),
+                   mask[1] ? inLayoutOf(ungroup(dk).to(k0.scalar_type()), k0) : at::Tensor(),
+                   mask[2] ? inLayoutOf(ungroup(dv).to(v0.scalar_type()), v0) : at::Tensor(), dbias);
 }
 
 }  // namespace
