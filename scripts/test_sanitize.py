@@ -57,7 +57,10 @@ TSAN = Kind("tsan", "ThreadSanitizer", "thread", ROOT / "build-tsan", "libtsan.s
     "Every process writes its reports to a file of its own; the run counts them, and any unsuppressed",
     "report fails it. Memory accesses inside torch and CPython are not instrumented, so a race",
     "is seen where at least one side is this project's code. Suppressions, each with its reason, are",
-    "in `scripts/tsan_suppressions.txt` and listed below.",
+    "in `scripts/tsan_suppressions.txt` and listed below. Two settings of the run: a child forked by a",
+    "multi-threaded process, such as a DataLoader worker, lives on (`die_after_fork=0`; TSan kills one",
+    "that starts threads, and Python's multiprocessing starts its own), and the drain of autograd's",
+    "device threads at exit may wait 60 s (`NEURON_SIM_EXIT_DRAIN_MS`), its first run being slow under TSan.",
 ])
 KINDS = (ASAN, TSAN)
 
