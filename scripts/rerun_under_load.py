@@ -7,12 +7,18 @@ The tests rerun are those seen to fail on a loaded machine: the torchrun
 restart after a crash, point-to-point messages and pipeline schedules (their
 ranks are processes with timeouts, which load stretches).
 
-Usage: python scripts/rerun_under_load.py [--runs N] [--load L] [--keep DIR] [TEST...]
+Each run's result is also recorded in --keep (runs-<test>.json): --resume
+continues a test's series that was cut short (Ctrl-C, a deadline) up to --runs,
+its table row then counts the runs of both sittings. Without --resume a series
+starts again from zero.
+
+Usage: python scripts/rerun_under_load.py [--runs N] [--load L] [--keep DIR] [--resume] [TEST...]
 Exits 1 when any run failed; prints one summary line per test.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import statistics
@@ -34,6 +40,24 @@ TESTS = [
 BUSY_LOOP = "while True: pass"
 
 
+def file_name(test: str) -> str:
+    return re.sub(r"[^\w.-]+", "_", test.removeprefix("tests/"))
+
+
+def record_path(test: str, keep: Path) -> Path:
+    return keep / f"runs-{file_name(test)}.json"
+
+
+def load_record(test: str, keep: Path) -> list[tuple[bool, float, str]]:
+    path = record_path(test, keep)
+    return [tuple(r) for r in json.loads(path.read_text())] if path.exists() else []
+
+
+def save_record(test: str, keep: Path, results: list) -> None:
+    keep.mkdir(parents=True, exist_ok=True)
+    record_path(test, keep).write_text(json.dumps(results))
+
+
 def run_once(test: str, index: int, keep: Path, timeout: int) -> tuple[bool, float, str]:
     """One pytest run of test in a fresh process: (passed, seconds, pytest's summary line)."""
     t0 = time.monotonic()
@@ -48,8 +72,7 @@ def run_once(test: str, index: int, keep: Path, timeout: int) -> tuple[bool, flo
                    f"exit status {status}")
     if status != 0:
         keep.mkdir(parents=True, exist_ok=True)
-        name = re.sub(r"[^\w.-]+", "_", test.removeprefix("tests/"))
-        (keep / f"{name}-{index}.log").write_text(f"exit status: {status}\n--- stdout\n{out}\n--- stderr\n{err}")
+        (keep / f"{file_name(test)}-{index}.log").write_text(f"exit status: {status}\n--- stdout\n{out}\n--- stderr\n{err}")
     return status == 0, seconds, summary.strip("= ")
 
 
@@ -94,16 +117,21 @@ def main() -> int:
                         help="where a failed run's output is kept (default build/rerun-under-load)")
     parser.add_argument("--timeout", type=int, default=600, help="seconds before a run counts as hung")
     parser.add_argument("--no-doc", action="store_true", help="print the figures only")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue each test's recorded series (in --keep) up to --runs instead of starting again")
     parser.add_argument("tests", nargs="*", default=TESTS)
     args = parser.parse_args()
     load = start_load(args.load)
     failures = 0
     try:
         for test in args.tests:
-            results = []
+            results = load_record(test, args.keep) if args.resume else []
+            if args.resume:
+                print(f"rerun-under-load: {test}: {len(results)} runs recorded, resuming", flush=True)
             try:
-                for i in range(args.runs):
+                for i in range(len(results), args.runs):
                     results.append(run_once(test, i, args.keep, args.timeout))
+                    save_record(test, args.keep, results)
             except KeyboardInterrupt:  # stopped (Ctrl-C): the runs that ended still count
                 if not results:
                     raise

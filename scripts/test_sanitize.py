@@ -16,7 +16,9 @@ inherited by the tests' subprocesses) keeps the checkout's own
 torch_neuron_sim (normal build) from shadowing the sanitized copy; the first
 check proves the copy is the one imported.
 
-Usage: python scripts/test_sanitize.py [--thread] TEST_FILE...   (the Makefile passes its test lists)
+Usage: python scripts/test_sanitize.py [--thread] [--no-doc] TEST...   (the Makefile passes its test lists)
+       --no-doc: prints the figures and leaves the page alone (a run of one test id, to
+       reproduce a finding, must not replace the figures of the whole target)
        python scripts/test_sanitize.py --page   (rewrites the page's text without a run; keeps no figures)
 """
 import os
@@ -55,7 +57,10 @@ TSAN = Kind("tsan", "ThreadSanitizer", "thread", ROOT / "build-tsan", "libtsan.s
     "Every process writes its reports to a file of its own; the run counts them, and any unsuppressed",
     "report fails it. Memory accesses inside torch and CPython are not instrumented, so a race",
     "is seen where at least one side is this project's code. Suppressions, each with its reason, are",
-    "in `scripts/tsan_suppressions.txt` and listed below.",
+    "in `scripts/tsan_suppressions.txt` and listed below. Two settings of the run: a child forked by a",
+    "multi-threaded process, such as a DataLoader worker, lives on (`die_after_fork=0`; TSan kills one",
+    "that starts threads, and Python's multiprocessing starts its own), and the drain of autograd's",
+    "device threads at exit may wait 60 s (`NEURON_SIM_EXIT_DRAIN_MS`), its first run being slow under TSan.",
 ])
 KINDS = (ASAN, TSAN)
 
@@ -173,7 +178,7 @@ def suppressions() -> list[tuple[str, str]]:
     return out
 
 
-def main(kind: Kind, tests: list[str]) -> int:
+def main(kind: Kind, tests: list[str], doc: bool = True) -> int:
     # No ccache: a hit would log a compile of a fraction of a second in ninja's log, whose times
     # are the build-from-scratch figure; ninja alone keeps a rerun incremental.
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", NEURON_SIM_SANITIZE=kind.build_flag,
@@ -225,8 +230,18 @@ def main(kind: Kind, tests: list[str]) -> int:
         # handle_segv=0: a segfault a test provokes on purpose (NEURON_SIM_PROTECT's host read of
         # device memory) reaches Python's faulthandler and kills the process as without TSan; TSan's
         # own handler would report it and exit with exitcode, 0 here, as if the program had passed.
+        # die_after_fork=0: TSan does not support a child of a multi-threaded fork that starts
+        # threads, and by default kills it. A DataLoader's fork'ed worker is one: its parent has
+        # torch's autograd device threads once any backward ran, and the worker starts Python's
+        # own multiprocessing threads (the Queue's feeder, the resource sharer), none of ours.
+        # The child uses no device (the parent pins), so it goes on, still instrumented.
+        # The drain of autograd's device threads at exit waits 2 s in a normal build, where it takes
+        # a millisecond; under TSan the first one, which waits for the threads' start-up, took
+        # 0.5-0.7 s at load 4 (and past 2 s at load 16), so that a test saw it give up.
+        run_env["NEURON_SIM_EXIT_DRAIN_MS"] = "60000"
         run_env["TSAN_OPTIONS"] = (f"log_path={reports}/tsan:exitcode=0:second_deadlock_stack=1:"
-                                   f"suppressions={TSAN_SUPPRESSIONS}:report_signal_unsafe=0:handle_segv=0")
+                                   f"suppressions={TSAN_SUPPRESSIONS}:report_signal_unsafe=0:handle_segv=0:"
+                                   "die_after_fork=0")
     where = subprocess.run([sys.executable, "-c", "import torch_neuron_sim._C as c; print(c.__file__)"],
                            env=run_env, capture_output=True, text=True)
     if where.returncode or str(site) not in where.stdout:
@@ -271,7 +286,10 @@ def main(kind: Kind, tests: list[str]) -> int:
             run += ["", "Reports of this run: " + ", ".join(f"{f} ({sum(x.find(f) > 0 for x in findings)})"
                                                          for f in kinds) + "."]
     run += ["", ci_text(kind, clean_s, test_s)]
-    write_section(kind, run)
+    if doc:
+        write_section(kind, run)
+    else:
+        print("\n".join(run))
     for line in findings:
         print(f"{kind.target}: {line}", file=sys.stderr)
     return rc or (1 if findings else 0)
@@ -282,5 +300,5 @@ if __name__ == "__main__":
     if args == ["--page"]:
         DOC.write_text(page({k.key: section(k, NO_RUN) for k in KINDS}))
         sys.exit(0)
-    kind = TSAN if args[:1] == ["--thread"] else ASAN
-    sys.exit(main(kind, args[1:] if kind is TSAN else args))
+    kind = TSAN if "--thread" in args else ASAN
+    sys.exit(main(kind, [a for a in args if a not in ("--thread", "--no-doc")], doc="--no-doc" not in args))

@@ -80,7 +80,7 @@ def test_values_that_used_to_wrap_hang_or_overflow_are_refused(env, words):
 
 def _installers():
     from torch_neuron_sim import profiler, torch_neuronx
-    from torch_neuron_sim.devices import random
+    from torch_neuron_sim.devices import autograd_exit, random
     from torch_neuron_sim.execution import adaptive_eager, compile_cache, dtype_policy, tracking
     from torch_neuron_sim.torch_neuronx import metrics
     return {"NEURON_SIM_COMPILE_MS": compile_cache._install, "NEURON_SIM_ADAPTIVE_EAGER_MAX_OPS": adaptive_eager._install,
@@ -88,7 +88,7 @@ def _installers():
             "NEURON_SIM_DTYPE_POLICY": dtype_policy._install, "TORCH_NEURONX_LOG_LEVEL": torch_neuronx._configure,
             "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS": torch_neuronx._configure,
             "NEURON_SIM_RNG": random._install, "TORCH_NEURONX_METRICS_ENABLED": metrics._install,
-            "NEURON_SIM_TIMING": profiler._install}
+            "NEURON_SIM_TIMING": profiler._install, "NEURON_SIM_EXIT_DRAIN_MS": autograd_exit._install}
 
 
 @given(st.sampled_from(sorted(_installers())), hostile)
@@ -119,6 +119,16 @@ def test_a_compile_latency_of_inf_or_nan_is_refused():
             compile_cache._install()
     compile_cache._install()
     assert compile_cache.compile_latency_ms() == 0.0
+
+
+def test_an_exit_drain_wait_that_is_no_number_of_ms_is_refused():
+    from torch_neuron_sim import autograd_exit
+    before = autograd_exit.timeout_ms()
+    for value in ("inf", "nan", "-1", "1e12", "2s"):
+        with environment({"NEURON_SIM_EXIT_DRAIN_MS": value}), pytest.raises(ValueError, match="NEURON_SIM_EXIT_DRAIN_MS"):
+            autograd_exit._install()
+    autograd_exit._install()
+    assert autograd_exit.timeout_ms() == before
 
 
 def test_a_huge_adaptive_eager_limit_means_no_limit():

@@ -9,17 +9,42 @@ finish that turn first (csrc/aten/device/autograd_exit.cpp says why and how).
 from __future__ import annotations
 
 import atexit
+import math
 
-from .. import _C
+from .. import _C, environment
 
 # A device thread still busy with another thread's backward after this long
-# is left alone: the process must be able to exit.
-_TIMEOUT_MS = 2000
+# is left alone: the process must be able to exit. NEURON_SIM_EXIT_DRAIN_MS
+# sets it for a process that runs far slower than a normal build (under
+# ThreadSanitizer the first drain alone takes most of a second).
+DEFAULT_TIMEOUT_MS = 2000
+_MAX_TIMEOUT_MS = 2**31 - 1  # the binding's int
+_timeout_ms = DEFAULT_TIMEOUT_MS
+
+
+def timeout_ms() -> int:
+    """How long the drain at exit waits for the device threads, in ms."""
+    return _timeout_ms
 
 
 def _drain() -> None:
-    _C._drain_autograd_device_threads(_TIMEOUT_MS)
+    _C._drain_autograd_device_threads(_timeout_ms)
+
+
+def _read_timeout() -> int:
+    raw = environment.setting("NEURON_SIM_EXIT_DRAIN_MS", str(DEFAULT_TIMEOUT_MS))
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0 or value > _MAX_TIMEOUT_MS:
+        raise ValueError(f"NEURON_SIM_EXIT_DRAIN_MS={raw!r}: expected milliseconds from 0 to {_MAX_TIMEOUT_MS}, "
+                         f"e.g. {DEFAULT_TIMEOUT_MS}")
+    return int(value)
 
 
 def _install() -> None:
+    global _timeout_ms
+    _timeout_ms = _read_timeout()
+    atexit.unregister(_drain)  # installed again (a test re-reads the variable): still one drain
     atexit.register(_drain)
