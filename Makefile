@@ -132,7 +132,7 @@ long-runs: setup
 # test, streams and the autograd device thread at exit);
 # docs/sanitizer.md gets the run's figures and its suppressions with their
 # reasons (scripts/test_sanitize.py --thread). Not in `make test`, for the
-# same reason as test-sanitize.
+# same reason as test-sanitize; `.ci/run` runs it after test-sanitize.
 TSAN_TESTS ?= $(SANITIZE_TESTS)
 test-tsan: setup
 	$(BUILD_ENV) $(PY) scripts/test_sanitize.py --thread $(TSAN_TESTS)
