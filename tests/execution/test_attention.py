@@ -51,17 +51,21 @@ def test_fused_attention_matches_cpu_with_gradients(case, tracked):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_fused_attention_in_a_model_layout_matches_cpu_and_torch_meta_strides(causal, dtype, tracked):
     # q/k/v as attention modules make them, (batch, seq, heads, dim) transposed to
-    # (batch, heads, seq, dim); fewer queries than keys (causal is aligned top-left); a scale
+    # (batch, heads, seq, dim), the query split off a wider projection as GPT-2's is (not
+    # dense); fewer queries than keys (causal is aligned top-left); a scale
     g = torch.Generator().manual_seed(1)
-    q, k, v = (torch.randn(2, n, 3, 8, generator=g).to(dtype).transpose(1, 2).requires_grad_() for n in (5, 7, 7))
+    wide = torch.randn(2, 5, 48, generator=g).to(dtype).requires_grad_()
+    k, v = (torch.randn(2, 7, 3, 8, generator=g).to(dtype).transpose(1, 2).requires_grad_() for _ in range(2))
+    wide_n, kn, vn = neuron(wide, k, v)
+    q, qn = (w[..., :24].view(2, 5, 3, 8).transpose(1, 2) for w in (wide, wide_n))
+    assert qn.stride() == q.stride() == (240, 8, 48, 1)
     ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=0.3)
     ref.square().sum().backward()
-    qn, kn, vn = neuron(q, k, v)
     out = F.scaled_dot_product_attention(qn, kn, vn, is_causal=causal, scale=0.3)
     out.square().sum().backward()
     tol = {} if dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
     torch.testing.assert_close(out.cpu(), ref, **tol)
-    for a, b in ((qn, q), (kn, k), (vn, v)):
+    for a, b in ((wide_n, wide), (kn, k), (vn, v)):
         torch.testing.assert_close(a.grad.cpu(), b.grad, **tol)
     assert FUSED in tracked.get_executed_ops() and not tracked.get_fallback_ops()
     # the op's results are laid out as torch's meta kernels lay them out (what a compiled graph assumes)

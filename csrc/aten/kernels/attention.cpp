@@ -12,6 +12,7 @@
 #include "aten/precompiled.h"  // first: precompiled (docs/building.md)
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/core/stack.h>
 #include <ATen/native/transformers/attention.h>
@@ -115,8 +116,12 @@ at::Tensor unitLastStride(const at::Tensor& t) { return t.stride(-1) == 1 ? t : 
 // input), so a compiled graph's strides hold.
 at::Tensor inLayoutOf(const at::Tensor& result, const at::Tensor& like) {
   if (result.sizes().equals(like.sizes())) {
-    if (result.strides().equals(like.strides())) return result;
-    return at::empty_like(like).copy_(result);
+    // empty_like's strides: like's own when dense, else dense ones in like's dimension order
+    const std::vector<int64_t> strides = like.is_non_overlapping_and_dense()
+                                             ? like.strides().vec()
+                                             : at::infer_dense_strides(like.sizes(), like.strides());
+    if (result.strides().equals(strides)) return result;
+    return at::empty_strided(result.sizes(), strides, result.options()).copy_(result);
   }
   std::array<int64_t, 4> order = {0, 1, 2, 3};  // outermost first, by like's strides
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
