@@ -20,10 +20,10 @@
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <numeric>
 
 #include "aten/device/generator.h"
 #include "aten/device/guard.h"
@@ -103,8 +103,9 @@ uint64_t drawSeed(c10::DeviceIndex device, uint64_t numbers) {
 // where the math takes a dozen host ops: a fused op costs what one op costs.
 // Reduced precision keeps the math, whose value product stays in float32
 // (the flash kernel rounds the probabilities to the input's dtype first).
-bool cpuFlashComputes(const at::Tensor& q, const at::Tensor& k, bool has_bias, double p) {
-  return q.scalar_type() == at::kFloat && !has_bias && p == 0.0 && k.size(-2) > 0;
+bool cpuFlashComputes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool has_bias, double p) {
+  return q.dim() == 4 && q.scalar_type() == at::kFloat && !has_bias && p == 0.0 && k.size(-2) > 0 &&
+         v.size(-1) == q.size(-1);  // the kernel's one head size
 }
 
 // The flash kernel walks the head dimension with unit stride (PyTorch's CPU
@@ -123,9 +124,10 @@ at::Tensor inLayoutOf(const at::Tensor& result, const at::Tensor& like) {
     if (result.strides().equals(strides)) return result;
     return at::empty_strided(result.sizes(), strides, result.options()).copy_(result);
   }
-  std::array<int64_t, 4> order = {0, 1, 2, 3};  // outermost first, by like's strides
+  std::vector<int64_t> order(like.dim());  // outermost first, by like's strides
+  std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
-  std::array<int64_t, 4> strides{};
+  std::vector<int64_t> strides(like.dim());
   int64_t stride = 1;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     strides[*it] = stride;
@@ -149,11 +151,14 @@ void fusedForward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
   const bool causal = a[5].toBool();
   const auto scale = a[7].toOptional<double>();
   TORCH_CHECK(!a[6].toBool(), "neuron: scaled_dot_product_attention cannot return the debug attention mask");
+  TORCH_CHECK(q.dim() == 4 && k0.dim() == 4 && v0.dim() == 4,
+              "neuron: _scaled_dot_product_fused_attention_overrideable takes 4-D query, key and value "
+              "(batch, heads, sequence, head size); got ", q.dim(), "-D, ", k0.dim(), "-D and ", v0.dim(), "-D");
   const int64_t groups = groupsOf(q, k0);
   const at::Tensor k = expandHeads(k0, groups), v = expandHeads(v0, groups);
   at::Tensor out, lse;
   uint64_t seed = 0;
-  if (cpuFlashComputes(q, k, bias && bias->defined(), p)) {
+  if (cpuFlashComputes(q, k, v, bias && bias->defined(), p)) {
     auto [o, l] = at::_scaled_dot_product_flash_attention_for_cpu(unitLastStride(q), unitLastStride(k), unitLastStride(v),
                                                                   0.0, causal, std::nullopt, scale);
     out = inLayoutOf(o, q);
@@ -193,7 +198,7 @@ void fusedBackward(const c10::OperatorHandle&, torch::jit::Stack* stack) {
     auto s = g.sizes();
     return g.reshape({s[0], s[1] / groups, groups, s[2], s[3]}).sum(2);
   };
-  if (cpuFlashComputes(q, k0, bias.defined(), p)) {
+  if (cpuFlashComputes(q, k0, v0, bias.defined(), p)) {
     auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
         unitLastStride(a[0].toTensor()), unitLastStride(q), unitLastStride(expandHeads(k0, groups)),
         unitLastStride(expandHeads(v0, groups)), unitLastStride(a[6].toTensor()), lse.contiguous(), 0.0, causal,
