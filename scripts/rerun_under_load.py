@@ -3,9 +3,9 @@ competing for the CPU, and writes the figures into docs/testing.md ("Reruns
 under load"). Each run is a fresh pytest process; the output of every failed
 run is kept in --keep, named after the test and the run.
 
-The tests rerun are those seen to fail on a loaded machine: the torchrun
-restart after a crash, point-to-point messages and pipeline schedules (their
-ranks are processes with timeouts, which load stretches).
+The tests rerun are those whose ranks are processes with timeouts, which load
+stretches: the torchrun restart after a crash, point-to-point messages and
+pipeline schedules.
 
 Each run's result is also recorded in --keep (runs-<test>.json): --resume
 continues a test's series that was cut short (Ctrl-C, a deadline) up to --runs,

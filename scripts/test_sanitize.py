@@ -80,7 +80,7 @@ def clean_build_seconds(kind: Kind) -> tuple[float, int]:
     return sum(last.values()), len(last)
 
 
-# CI's budgets: `make test` under 20 minutes on this
+# CI's budgets: `make test` under 20 minutes on a
 # 2-core machine; CI has 90 minutes in all on a clean clone, whose normal build
 # and `make test` take their share first.
 MAKE_TEST_BUDGET_S = 20 * 60
@@ -96,7 +96,7 @@ def ci_minutes(kind: Kind) -> int | None:
 def ci_text(kind: Kind, clean_s: float, test_s: float) -> str:
     """Whether the run fits CI, from this run's figures: the sanitizer flags share
     no object with the normal build, so a clean clone compiles everything again
-    (two jobs on this machine). `.ci/run` runs ASan after `make test`, then TSan."""
+    (two jobs, the Makefile's MAX_JOBS). `.ci/run` runs ASan after `make test`, then TSan."""
     need = clean_s / 2 + test_s
     head = (f"In CI: a clean clone needs about {need / 60:.0f} min for this target (the build from "
             f"scratch with two jobs, then the tests).")
