@@ -25,6 +25,7 @@ values.
 """
 from __future__ import annotations
 
+import math
 import os
 
 RELEASE_DEFAULTS = {
@@ -49,6 +50,22 @@ def apply_release_defaults() -> None:
 def setting(name: str, default: str = "") -> str:
     """The variable's value, surrounding spaces trimmed; `default` when unset or empty."""
     return os.environ.get(name, "").strip() or default
+
+
+def milliseconds(name: str, default: float, maximum: float = math.inf) -> float:
+    """The variable as a duration in ms, finite and from 0 to `maximum`; `default` when unset
+    or empty. Anything else (inf, nan, negative, "2s") raises a ValueError naming it."""
+    raw = setting(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or not 0 <= value <= maximum:
+        upper = "" if maximum == math.inf else f" to {maximum:g}"
+        raise ValueError(f"{name}={raw!r}: expected milliseconds from 0{upper}, e.g. {default:g}")
+    return value
 
 
 def flag(name: str, default: bool = False) -> bool:

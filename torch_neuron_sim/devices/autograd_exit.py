@@ -9,7 +9,6 @@ finish that turn first (csrc/aten/device/autograd_exit.cpp says why and how).
 from __future__ import annotations
 
 import atexit
-import math
 
 from .. import _C, environment
 
@@ -31,20 +30,8 @@ def _drain() -> None:
     _C._drain_autograd_device_threads(_timeout_ms)
 
 
-def _read_timeout() -> int:
-    raw = environment.setting("NEURON_SIM_EXIT_DRAIN_MS", str(DEFAULT_TIMEOUT_MS))
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0 or value > _MAX_TIMEOUT_MS:
-        raise ValueError(f"NEURON_SIM_EXIT_DRAIN_MS={raw!r}: expected milliseconds from 0 to {_MAX_TIMEOUT_MS}, "
-                         f"e.g. {DEFAULT_TIMEOUT_MS}")
-    return int(value)
-
-
 def _install() -> None:
     global _timeout_ms
-    _timeout_ms = _read_timeout()
+    _timeout_ms = int(environment.milliseconds("NEURON_SIM_EXIT_DRAIN_MS", DEFAULT_TIMEOUT_MS, _MAX_TIMEOUT_MS))
     atexit.unregister(_drain)  # installed again (a test re-reads the variable): still one drain
     atexit.register(_drain)

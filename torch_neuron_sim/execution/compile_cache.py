@@ -49,8 +49,4 @@ def clear() -> None:
 
 
 def _install() -> None:
-    raw = environment.setting("NEURON_SIM_COMPILE_MS", "0")
-    try:
-        set_compile_latency_ms(float(raw))
-    except ValueError:
-        raise ValueError(f"NEURON_SIM_COMPILE_MS={raw!r}: expected milliseconds >= 0, e.g. 50") from None
+    set_compile_latency_ms(environment.milliseconds("NEURON_SIM_COMPILE_MS", 0.0))
