@@ -100,12 +100,16 @@ def test_gradients_and_inputs_without_a_unit_last_stride_match_cpu():
 
 def test_the_fused_op_called_directly_with_another_value_head_size_matches_the_math():
     g = torch.Generator().manual_seed(4)
-    q, k, v = torch.randn(2, 3, 5, 8, generator=g), torch.randn(2, 3, 7, 8, generator=g), torch.randn(2, 3, 7, 4, generator=g)
+    q = torch.randn(2, 5, 3, 8, generator=g).transpose(1, 2)  # a module's layout
+    k, v = torch.randn(2, 3, 7, 8, generator=g), torch.randn(2, 3, 7, 4, generator=g)
     fused = torch.ops.aten._scaled_dot_product_fused_attention_overrideable
-    out = fused(*neuron(q, k, v), None, 0.0, True)[0]
+    qn, kn, vn = neuron(q, k, v)
+    out = fused(qn, kn, vn, None, 0.0, True)[0]
     keep = torch.ones(5, 7, dtype=torch.bool).tril()
     want = (q @ k.transpose(-2, -1) / 8 ** 0.5).masked_fill(~keep, float("-inf")).softmax(-1) @ v
     torch.testing.assert_close(out.cpu(), want)
+    meta = [torch.empty_strided(t.shape, t.stride(), device="meta") for t in (qn, kn, vn)]
+    assert out.stride() == fused(*meta, None, 0.0, True)[0].stride() == (60, 4, 12, 1)
     # batch-less inputs never reach the op through scaled_dot_product_attention: called so, a clear error
     with pytest.raises(RuntimeError, match="takes 4-D query, key and value"):
         fused(*neuron(q[0], k[0], v[0]))

@@ -19,11 +19,9 @@
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward.h>
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <mutex>
-#include <numeric>
 
 #include "aten/device/generator.h"
 #include "aten/device/guard.h"
@@ -116,23 +114,10 @@ at::Tensor unitLastStride(const at::Tensor& t) { return t.stride(-1) == 1 ? t : 
 // dimension order, alloc_with_matching_layout; a gradient as empty_like its
 // input), so a compiled graph's strides hold.
 at::Tensor inLayoutOf(const at::Tensor& result, const at::Tensor& like) {
-  if (result.sizes().equals(like.sizes())) {
-    // empty_like's strides: like's own when dense, else dense ones in like's dimension order
-    const std::vector<int64_t> strides = like.is_non_overlapping_and_dense()
-                                             ? like.strides().vec()
-                                             : at::infer_dense_strides(like.sizes(), like.strides());
-    if (result.strides().equals(strides)) return result;
-    return at::empty_strided(result.sizes(), strides, result.options()).copy_(result);
-  }
-  std::vector<int64_t> order(like.dim());  // outermost first, by like's strides
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
-  std::vector<int64_t> strides(like.dim());
-  int64_t stride = 1;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    strides[*it] = stride;
-    stride *= result.size(*it);
-  }
+  // like's own strides when it is dense and of the result's shape, else dense strides in its dimension order
+  const std::vector<int64_t> strides = result.sizes().equals(like.sizes()) && like.is_non_overlapping_and_dense()
+                                           ? like.strides().vec()
+                                           : at::infer_dense_strides(result.sizes(), like.strides());
   if (result.strides().equals(strides)) return result;
   return at::empty_strided(result.sizes(), strides, result.options()).copy_(result);
 }
